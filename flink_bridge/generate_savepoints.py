@@ -1,0 +1,135 @@
+"""Write real savepoints and checkpoints with real Flink, plus Flink's own reading of each.
+
+For every Flink release (1.20.x writes `_metadata` v4, 2.0.x v5, 2.3.x v6) the Java tool
+`savepoints` (flink_bridge/java/savepoints/) runs small stateful jobs in a MiniCluster and takes
+savepoints (canonical and native, hashmap and RocksDB, triggered and stop-with-savepoint) and
+checkpoints (finished tasks, unaligned with channel state, file merging). We keep `_metadata`
+(and, for one case, the tiny state files its relative handles point at) under
+`tests/fixtures/savepoints/<release>/<case>/`, then let Flink's `Checkpoints.loadCheckpointMetadata`
+read each kept copy and write `flink-view.json` beside it: the oracle the reader tests compare with.
+
+Savepoints carry random ids and timestamps, so re-running changes bytes, not structure; tests
+compare our reading with Flink's reading of the same file, never with hard-coded values.
+
+Usage: python -m flink_bridge.generate_savepoints [--versions 1.20 2.0 2.3] [--cases ...]
+       [--out DIR] [--large]   (--large writes the parallelism-128 benchmark savepoint to .work/bench/)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from flink_bridge.dist import REPO_ROOT, WORK_DIR, FlinkDistError, ensure_flink, release_of
+from flink_bridge.jvm import java_command
+
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "savepoints"
+BENCH_DIR = WORK_DIR / "bench"
+VERSIONS = ("1.20", "2.0", "2.3")
+CASES = (
+    "hashmap-canonical-p2",
+    "hashmap-native-p4-maxpar256-files",
+    "rocksdb-canonical-p1",
+    "rocksdb-native-p2",
+    "stop-with-savepoint-p2",
+    "checkpoint-finished-tasks",
+    "checkpoint-unaligned",
+    "checkpoint-file-merging",
+)
+# Cases whose state files are committed too (relative-path handles resolve against them).
+KEEP_STATE_FILES = {"hashmap-native-p4-maxpar256-files"}
+MAX_KEPT_BYTES = 512 * 1024
+
+
+def _conf_dir() -> Path:
+    """An empty Flink config dir (2.x wants config.yaml to exist) with quiet logging."""
+    d = WORK_DIR / "jvm" / "savepoints-conf"
+    d.mkdir(parents=True, exist_ok=True)
+    for name in ("config.yaml", "flink-conf.yaml"):
+        (d / name).touch()
+    (d / "log4j.properties").write_text(
+        "rootLogger.level = WARN\nrootLogger.appenderRef.console.ref = C\n"
+        "appender.console.name = C\nappender.console.type = CONSOLE\nappender.console.target = SYSTEM_ERR\n"
+        "appender.console.layout.type = PatternLayout\nappender.console.layout.pattern = %d{HH:mm:ss} %-5p %c{1} - %m%n\n")
+    return d
+
+
+def run_java(version: str, main_class: str, args: list[str], timeout: float = 1800) -> str:
+    """Run one of our Java mains against Flink `version` (1 GB heap: the machine is shared)."""
+    conf = _conf_dir()
+    cmd = java_command("savepoints", version, main_class, args, heap="1g")
+    cmd.insert(1, f"-Dlog4j.configurationFile={conf / 'log4j.properties'}")
+    env = dict(os.environ, FLINK_CONF_DIR=str(conf))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{main_class} (Flink {release_of(version)}) exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
+def _local(path: str) -> Path:
+    return Path(path.removeprefix("file://").removeprefix("file:"))
+
+
+def _keep(src: Path, dest: Path, with_state: bool) -> None:
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    shutil.copy2(src / "_metadata", dest / "_metadata")
+    if with_state:
+        files = [p for p in src.iterdir() if p.is_file() and p.name != "_metadata"]
+        if sum(p.stat().st_size for p in files) <= MAX_KEPT_BYTES:
+            for p in files:
+                shutil.copy2(p, dest / p.name)
+
+
+def generate(version: str, cases: list[str], out: Path) -> list[Path]:
+    """Run the cases for one Flink version; return the fixture dirs written (each with flink-view.json)."""
+    release = release_of(version)
+    ensure_flink(release)
+    stage = WORK_DIR / "savepoints-stage" / release
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    written: list[Path] = []
+    for line in run_java(version, "ugate.savepoints.Generate", [str(stage), *cases]).splitlines():
+        if "\t" not in line:
+            continue
+        case, path = line.split("\t", 1)
+        dest = out / release / case
+        _keep(_local(path), dest, case in KEEP_STATE_FILES)
+        written.append(dest)
+        print(f"[savepoints] {release} {case}: {(dest / '_metadata').stat().st_size} bytes", file=sys.stderr)
+    if written:
+        run_java(version, "ugate.savepoints.FlinkView", ["view", *map(str, written)])
+    shutil.rmtree(stage, ignore_errors=True)
+    return written
+
+
+def generate_large(version: str = "2.3") -> Path:
+    """The benchmark input: a parallelism-128 savepoint written by real Flink (kept out of git)."""
+    out = BENCH_DIR
+    return generate(version, ["large-p128"], out)[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--versions", nargs="+", default=list(VERSIONS))
+    ap.add_argument("--cases", nargs="+", default=list(CASES))
+    ap.add_argument("--out", type=Path, default=FIXTURES)
+    ap.add_argument("--large", action="store_true", help="write the parallelism-128 benchmark savepoint instead")
+    args = ap.parse_args(argv)
+    if args.large:
+        print(generate_large(args.versions[-1]))
+        return 0
+    for v in args.versions:
+        try:
+            generate(v, args.cases, args.out)
+        except FlinkDistError as exc:
+            print(f"[savepoints] skipping Flink {v}: {exc}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

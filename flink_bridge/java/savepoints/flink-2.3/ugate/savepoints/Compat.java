@@ -1,0 +1,30 @@
+package ugate.savepoints;
+
+import org.apache.flink.runtime.checkpoint.OperatorState;
+import org.apache.flink.streaming.api.datastream.DataStreamSource;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.source.legacy.SourceFunction;
+
+/** The few API points that differ between Flink 1.20 and 2.x (this is the 2.x side) (legacy sources, operator names in metadata). */
+final class Compat {
+    private Compat() {}
+
+    static String operatorName(OperatorState s) { return s.getOperatorName().orElse(null); }
+
+    static String operatorUid(OperatorState s) { return s.getOperatorUid().orElse(null); }
+
+    /** A legacy SourceFunction emitting an increasing counter; state via Functions.LegacyCounterState. */
+    static DataStreamSource<Long> legacySource(StreamExecutionEnvironment env, long stopAfterOnSubtask1, long sleepMs) {
+        return env.addSource(new LegacySource(stopAfterOnSubtask1, sleepMs));
+    }
+
+    static final class LegacySource extends Functions.LegacyCounterState implements SourceFunction<Long> {
+        LegacySource(long stopAfterOnSubtask1, long sleepMs) { super(stopAfterOnSubtask1, sleepMs); }
+
+        @Override public void run(SourceContext<Long> ctx) throws Exception {
+            runLoop(ctx::getCheckpointLock, ctx::collect);
+        }
+
+        @Override public void cancel() { running = false; }
+    }
+}

@@ -1,0 +1,76 @@
+"""Flink's chaining decision (`StreamingJobGraphGenerator.isChainable`), as of Flink 1.18–2.3.
+
+Since Flink 1.11 `StreamGraphHasherV2` calls the job-graph generator's live chaining rules, so
+this one function decides both which operators share a task and the V2 operator IDs. The rules
+did not change between 1.18 and 2.3 for the hasher (2.x's `allowChainWithDefaultParallelism`
+is passed as false there); see flink-internals.md §2.
+"""
+
+from __future__ import annotations
+
+from hashing.graph import ChainingStrategy, ExchangeMode, Factory, Partitioner, StreamEdge, StreamGraph, StreamNode
+
+_UPSTREAM_MAY_CHAIN = {
+    ChainingStrategy.NEVER: False,
+    ChainingStrategy.ALWAYS: True,
+    ChainingStrategy.HEAD: True,
+    ChainingStrategy.HEAD_WITH_SOURCES: True,
+}
+
+
+def is_chainable(edge: StreamEdge, graph: StreamGraph) -> bool:
+    """`isChainable`: the target has exactly one input and that input can be chained."""
+    return len(graph.in_edges[edge.target]) == 1 and is_chainable_input(edge, graph)
+
+
+def is_chainable_input(edge: StreamEdge, graph: StreamGraph) -> bool:
+    up, down = graph.by_id[edge.source], graph.by_id[edge.target]
+    if not (graph.chaining_enabled
+            and up.slot_sharing_group == down.slot_sharing_group
+            and are_operators_chainable(up, down, graph)
+            and _partitioner_and_exchange_chainable(edge)):
+        return False
+    # The "union" guard: another input of the same index (typeNumber) means a union; no chaining.
+    return not any(e is not edge and e.type_number == edge.type_number for e in graph.in_edges[down.id])
+
+
+def _partitioner_and_exchange_chainable(edge: StreamEdge) -> bool:
+    if edge.partitioner is Partitioner.FORWARD_FOR_CONSECUTIVE_HASH:
+        return True  # only legal in dynamic (adaptive batch) graphs, where Flink checks that
+    return edge.partitioner is Partitioner.FORWARD and edge.exchange_mode is not ExchangeMode.BATCH
+
+
+def head_operator_of_chain(node: StreamNode, graph: StreamGraph) -> StreamNode:
+    """Walk back through single chainable in-edges to the chain head (`headOperatorOfChain`)."""
+    seen = {node.id}
+    current = node
+    while True:
+        ins = graph.in_edges[current.id]
+        if len(ins) != 1 or not is_chainable_input(ins[0], graph):
+            return current
+        current = graph.by_id[ins[0].source]
+        if current.id in seen:  # defensive: graphs are validated acyclic
+            return current
+        seen.add(current.id)
+
+
+def are_operators_chainable(up: StreamNode, down: StreamNode, graph: StreamGraph) -> bool:
+    if down.factory is Factory.YIELDING and head_operator_of_chain(up, graph).factory is Factory.LEGACY_SOURCE:
+        return False  # a mailbox-yielding operator cannot run inside a legacy source's thread
+    ok = _UPSTREAM_MAY_CHAIN[up.chaining_strategy]
+    strategy = down.chaining_strategy
+    if strategy in (ChainingStrategy.NEVER, ChainingStrategy.HEAD):
+        ok = False
+    elif strategy is ChainingStrategy.HEAD_WITH_SOURCES:
+        ok = ok and up.factory is Factory.SOURCE
+    ok = ok and up.parallelism == down.parallelism
+    if not graph.chain_operators_with_different_max_parallelism:
+        ok = ok and up.max_parallelism == down.max_parallelism
+    return ok
+
+
+def chainable_out_edge_counts(graph: StreamGraph) -> dict[int, int]:
+    """Per node, how many of its out-edges are chainable: the only thing V2 hashes about chaining."""
+    if not graph.chaining_enabled:
+        return dict.fromkeys(graph.by_id, 0)
+    return {nid: sum(1 for e in outs if is_chainable(e, graph)) for nid, outs in graph.out_edges.items()}

@@ -1,0 +1,76 @@
+"""Operator IDs of a job under a hasher version: the one entry point Spark, Airflow and the CLI use.
+
+`compute_operator_ids(graph, "v2")` is what Flink 1.18–2.3 assigns; `"v3"` is FLIP-411's
+proposal, with `[uid_hash?, v2_id]` as ordered alternatives so that V2 savepoints restore.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hashing.errors import FlinkError, InputError
+from hashing.graph import StreamGraph
+from hashing.hashers import HASHERS, StreamGraphHasherV2, StreamGraphUserHashHasher
+from hashing.job_graph import JobVertex, OperatorIDPair, chains
+from hashing.versions import FlinkVersion
+
+EMPTY_UID_MSG = "Empty string operator uid is not allowed"
+EMPTY_NAME_MSG = "Empty string operator name is not allowed"
+
+
+@dataclass(frozen=True)
+class OperatorIds:
+    hasher: str
+    flink_version: FlinkVersion
+    pairs: dict[int, OperatorIDPair]  # by stream node id, in node-id order
+    job_vertices: tuple[JobVertex, ...]
+    v2_hashes: dict[int, bytes]
+
+    def to_json(self) -> dict[str, Any]:
+        """The `ids` contract of design §4.2 (field names are stable)."""
+        return {
+            "hasher": self.hasher,
+            "flink_version": str(self.flink_version),
+            "nodes": [{"node_id": p.node_id, "name": p.name, "uid": p.uid, "generated_id": p.generated.hex(),
+                       "alternative_ids": [a.hex() for a in p.alternatives]} for p in self.pairs.values()],
+            "job_vertices": [{"id": v.id.hex(), "node_ids": v.node_ids_head_first,
+                              "operator_ids": [p.generated.hex() for p in v.operators],
+                              "parallelism": v.parallelism, "max_parallelism": v.max_parallelism}
+                             for v in self.job_vertices],
+        }
+
+
+def _check_names_and_uids(graph: StreamGraph, version: FlinkVersion) -> None:
+    if not version.rejects_empty_uid:
+        return
+    for node in graph.nodes:
+        if node.uid == "":
+            raise FlinkError(EMPTY_UID_MSG)
+        if node.name == "":
+            raise FlinkError(EMPTY_NAME_MSG)
+
+
+def compute_operator_ids(graph: StreamGraph, hasher: str = "v2", flink_version: str | FlinkVersion | None = None,
+                         ) -> OperatorIds:
+    version = flink_version if isinstance(flink_version, FlinkVersion) else FlinkVersion.parse(flink_version)
+    if hasher not in HASHERS:
+        raise InputError(f"--hasher {hasher!r}: expected one of {', '.join(HASHERS)}")
+    v2 = StreamGraphHasherV2().traverse_stream_graph_and_generate_hashes(graph)
+    primary = v2 if hasher == "v2" else HASHERS[hasher]().traverse_stream_graph_and_generate_hashes(graph)
+    user = StreamGraphUserHashHasher().traverse_stream_graph_and_generate_hashes(graph)
+    _check_names_and_uids(graph, version)
+
+    pairs: dict[int, OperatorIDPair] = {}
+    for node in graph.nodes:
+        alternatives = [user[node.id]] if node.id in user else []
+        if hasher != "v2":
+            alternatives.append(v2[node.id])
+        pairs[node.id] = OperatorIDPair(node.id, primary[node.id], tuple(alternatives), node.name, node.uid)
+
+    vertices = []
+    for head, members in chains(graph):
+        head_node = graph.by_id[head]
+        vertices.append(JobVertex(primary[head], head, tuple(pairs[m] for m in members),
+                                  head_node.parallelism, head_node.max_parallelism))
+    return OperatorIds(hasher, version, pairs, tuple(vertices), v2)

@@ -1,0 +1,186 @@
+"""The job graph spec of design §4.1 -> `StreamGraph`, validated.
+
+Every error names the offending node or edge, because a user with a 200-operator spec needs
+to know which line to fix. Flink's own limits are enforced with Flink's messages where Flink
+has one (uid hash format, parallelism bounds).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, TypeVar
+
+from hashing.errors import InputError
+from hashing.graph import ChainingStrategy, ExchangeMode, Factory, Partitioner, StreamEdge, StreamGraph, StreamNode
+from hashing.hashers import validate_uid_hash
+
+UPPER_BOUND_MAX_PARALLELISM = 32768
+MAX_NODES = 100_000
+
+_NODE_KEYS = {"id", "name", "parallelism", "max_parallelism", "uid", "uid_hash", "chaining_strategy",
+              "slot_sharing_group", "factory", "factory_class", "description", "state", "key_type", "kind"}
+_EDGE_KEYS = {"source", "target", "partitioner", "exchange_mode", "type_number", "side"}
+
+E = TypeVar("E", bound=Enum)
+
+
+def _enum(kind: type[E], value: Any, default: E, where: str, field: str) -> E:
+    if value is None:
+        return default
+    try:
+        return kind(str(value).upper() if kind is not Factory else str(value).lower())
+    except ValueError:
+        allowed = ", ".join(m.value for m in kind)  # type: ignore[attr-defined]
+        raise InputError(f"{where}: {field} {value!r} is not one of {allowed}") from None
+
+
+def _int(value: Any, where: str, field: str, *, lo: int | None = None, hi: int | None = None,
+         optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{where}: {field} must be an integer, got {value!r}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise InputError(f"{where}: {field} {value} is out of range [{lo}, {hi}]")
+    return value
+
+
+def _str(value: Any, where: str, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{where}: {field} must be a string, got {value!r}")
+    return value
+
+
+def _node(raw: Any, index: int, origin: str) -> StreamNode:
+    if not isinstance(raw, dict):
+        raise InputError(f"{origin}: nodes[{index}] must be an object, got {type(raw).__name__}")
+    where = f"{origin}: node {raw.get('id', f'#{index}')!r}"
+    nid = _int(raw.get("id"), where, "id")
+    where = f"{origin}: node {nid}"
+    unknown = set(raw) - _NODE_KEYS
+    if unknown:
+        raise InputError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    uid_hash = _str(raw.get("uid_hash"), where, "uid_hash")
+    if uid_hash is not None:
+        try:
+            validate_uid_hash(uid_hash)
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+    assert nid is not None
+    name = raw.get("name", f"node-{nid}")
+    return StreamNode(
+        id=nid,
+        name=_str(name, where, "name") or "",
+        parallelism=_int(raw.get("parallelism", 1), where, "parallelism", lo=1, hi=UPPER_BOUND_MAX_PARALLELISM) or 1,
+        max_parallelism=_int(raw.get("max_parallelism"), where, "max_parallelism", lo=1,
+                             hi=UPPER_BOUND_MAX_PARALLELISM, optional=True),
+        uid=_str(raw.get("uid"), where, "uid"),
+        uid_hash=uid_hash,
+        chaining_strategy=_enum(ChainingStrategy, raw.get("chaining_strategy"), ChainingStrategy.ALWAYS,
+                                where, "chaining_strategy"),
+        slot_sharing_group=_str(raw.get("slot_sharing_group", "default"), where, "slot_sharing_group"),
+        factory=_enum(Factory, raw.get("factory"), Factory.OPERATOR, where, "factory"),
+    )
+
+
+def _edge(raw: Any, index: int, origin: str, ids: set[int]) -> StreamEdge:
+    where = f"{origin}: edge #{index}"
+    if not isinstance(raw, dict):
+        raise InputError(f"{where} must be an object, got {type(raw).__name__}")
+    where = f"{origin}: edge #{index} ({raw.get('source')!r} -> {raw.get('target')!r})"
+    unknown = set(raw) - _EDGE_KEYS
+    if unknown:
+        raise InputError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    src = _int(raw.get("source"), where, "source")
+    dst = _int(raw.get("target"), where, "target")
+    for field, value in (("source", src), ("target", dst)):
+        if value not in ids:
+            raise InputError(f"{where}: {field} {value} is not the id of any node")
+    assert src is not None and dst is not None
+    if src == dst:
+        raise InputError(f"{where}: an edge from a node to itself makes a cycle")
+    return StreamEdge(
+        source=src, target=dst,
+        partitioner=_enum(Partitioner, raw.get("partitioner"), Partitioner.FORWARD, where, "partitioner"),
+        exchange_mode=_enum(ExchangeMode, raw.get("exchange_mode"), ExchangeMode.UNDEFINED, where, "exchange_mode"),
+        type_number=_int(raw.get("type_number", 0), where, "type_number", lo=0) or 0,
+    )
+
+
+def _find_cycle(nodes: list[StreamNode], edges: list[StreamEdge]) -> list[int] | None:
+    """Kahn's algorithm; on failure walk the remaining nodes to name one concrete cycle."""
+    indegree = {n.id: 0 for n in nodes}
+    outs: dict[int, list[int]] = {n.id: [] for n in nodes}
+    for e in edges:
+        indegree[e.target] += 1
+        outs[e.source].append(e.target)
+    ready = [nid for nid, d in indegree.items() if d == 0]
+    done = 0
+    while ready:
+        nid = ready.pop()
+        done += 1
+        for t in outs[nid]:
+            indegree[t] -= 1
+            if indegree[t] == 0:
+                ready.append(t)
+    if done == len(nodes):
+        return None
+    remaining = {nid for nid, d in indegree.items() if d > 0}
+    path: list[int] = []
+    pos: dict[int, int] = {}
+    current = min(remaining)
+    while current not in pos:
+        pos[current] = len(path)
+        path.append(current)
+        current = next(t for t in outs[current] if t in remaining)
+    return [*path[pos[current]:], current]
+
+
+def parse_spec(doc: Any, origin: str) -> StreamGraph:
+    if not isinstance(doc, dict):
+        raise InputError(f"{origin}: a graph spec must be an object with 'nodes' and 'edges'")
+    raw_nodes, raw_edges = doc.get("nodes"), doc.get("edges", [])
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        raise InputError(f"{origin}: 'nodes' must be a non-empty list")
+    if not isinstance(raw_edges, list):
+        raise InputError(f"{origin}: 'edges' must be a list")
+    if len(raw_nodes) > MAX_NODES:
+        raise InputError(f"{origin}: {len(raw_nodes)} nodes is more than the {MAX_NODES} supported")
+    nodes = [_node(r, i, origin) for i, r in enumerate(raw_nodes)]
+    ids: set[int] = set()
+    for n in nodes:
+        if n.id in ids:
+            raise InputError(f"{origin}: node {n.id}: duplicate node id")
+        ids.add(n.id)
+    edges = [_edge(r, i, origin, ids) for i, r in enumerate(raw_edges)]
+    cycle = _find_cycle(nodes, edges)
+    if cycle:
+        raise InputError(f"{origin}: the graph has a cycle: {' -> '.join(map(str, cycle))}")
+    chaining = doc.get("chaining_enabled", True)
+    if not isinstance(chaining, bool):
+        raise InputError(f"{origin}: chaining_enabled must be true or false, got {chaining!r}")
+    diff_maxp = doc.get("chain_operators_with_different_max_parallelism", True)
+    if not isinstance(diff_maxp, bool):
+        raise InputError(f"{origin}: chain_operators_with_different_max_parallelism must be true or false")
+    max_p = _int(doc.get("max_parallelism"), origin, "max_parallelism", lo=1, hi=UPPER_BOUND_MAX_PARALLELISM,
+                 optional=True)
+    name = doc.get("name") or origin
+    return StreamGraph.of(str(name), nodes, edges, chaining_enabled=chaining, max_parallelism=max_p,
+                          chain_operators_with_different_max_parallelism=diff_maxp)
+
+
+def spec_of(graph: StreamGraph) -> dict[str, Any]:
+    """The inverse of `parse_spec`, so tools can write what they read."""
+    return {
+        "name": graph.name,
+        "chaining_enabled": graph.chaining_enabled,
+        "max_parallelism": graph.max_parallelism,
+        "chain_operators_with_different_max_parallelism": graph.chain_operators_with_different_max_parallelism,
+        "nodes": [{"id": n.id, "name": n.name, "parallelism": n.parallelism, "max_parallelism": n.max_parallelism,
+                   "uid": n.uid, "uid_hash": n.uid_hash, "chaining_strategy": n.chaining_strategy.value,
+                   "slot_sharing_group": n.slot_sharing_group, "factory": n.factory.value} for n in graph.nodes],
+        "edges": [{"source": e.source, "target": e.target, "partitioner": e.partitioner.value,
+                   "exchange_mode": e.exchange_mode.value, "type_number": e.type_number} for e in graph.edges],
+    }

@@ -1,0 +1,1 @@
+"""Flink's restore rules: `_metadata` reading, state assignment, verdicts and reports."""

@@ -1,0 +1,25 @@
+"""Arguments shared by the commands that read a job graph."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hashing.readers import LoadedGraph, load_graph
+
+
+def add_graph_arguments(parser: argparse.ArgumentParser, graph_help: str) -> None:
+    parser.add_argument("graph", metavar="GRAPH", help=graph_help)
+    parser.add_argument("--flink-version", default=None,
+                        help="Flink version that will run the job (default 2.3; 1.18-2.3 supported)")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
+
+
+def load_with_notes(path: str) -> LoadedGraph:
+    """Load a graph and tell the user, on stderr, every default we had to assume."""
+    loaded = load_graph(path)
+    if loaded.assumptions:
+        print(f"note: {path} is a Flink execution plan; assumed:", file=sys.stderr)
+        for a in loaded.assumptions:
+            print(f"  - {a}", file=sys.stderr)
+    return loaded
