@@ -24,11 +24,11 @@ def is_chainable(edge: StreamEdge, graph: StreamGraph) -> bool:
 
 
 def is_chainable_input(edge: StreamEdge, graph: StreamGraph) -> bool:
+    # Flink's conjunction, reordered cheapest-first (all terms are side-effect free)
+    if not (graph.chaining_enabled and _partitioner_and_exchange_chainable(edge)):
+        return False
     up, down = graph.by_id[edge.source], graph.by_id[edge.target]
-    if not (graph.chaining_enabled
-            and up.slot_sharing_group == down.slot_sharing_group
-            and are_operators_chainable(up, down, graph)
-            and _partitioner_and_exchange_chainable(edge)):
+    if not (up.slot_sharing_group == down.slot_sharing_group and are_operators_chainable(up, down, graph)):
         return False
     # The "union" guard: another input of the same index (typeNumber) means a union; no chaining.
     return not any(e is not edge and e.type_number == edge.type_number for e in graph.in_edges[down.id])
@@ -69,8 +69,19 @@ def are_operators_chainable(up: StreamNode, down: StreamNode, graph: StreamGraph
     return ok
 
 
+def chainable_edges(graph: StreamGraph) -> frozenset[int]:
+    """Positions (in `graph.edges`) of the chainable edges; computed once per graph."""
+    cached = graph.cache.get("chainable_edges")
+    if cached is None:
+        cached = frozenset(i for i, e in enumerate(graph.edges) if is_chainable(e, graph)) \
+            if graph.chaining_enabled else frozenset()
+        graph.cache["chainable_edges"] = cached
+    return cached  # type: ignore[return-value]
+
+
 def chainable_out_edge_counts(graph: StreamGraph) -> dict[int, int]:
     """Per node, how many of its out-edges are chainable: the only thing V2 hashes about chaining."""
-    if not graph.chaining_enabled:
-        return dict.fromkeys(graph.by_id, 0)
-    return {nid: sum(1 for e in outs if is_chainable(e, graph)) for nid, outs in graph.out_edges.items()}
+    counts = dict.fromkeys(graph.by_id, 0)
+    for i in chainable_edges(graph):
+        counts[graph.edges[i].source] += 1
+    return counts

@@ -83,6 +83,8 @@ class StreamGraph:
     by_id: dict[int, StreamNode] = field(default_factory=dict, compare=False, repr=False)
     out_edges: dict[int, list[StreamEdge]] = field(default_factory=dict, compare=False, repr=False)
     in_edges: dict[int, list[StreamEdge]] = field(default_factory=dict, compare=False, repr=False)
+    # derived facts computed once per graph by the rule modules (e.g. which edges chain)
+    cache: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, name: str, nodes: list[StreamNode] | tuple[StreamNode, ...],
@@ -97,7 +99,7 @@ class StreamGraph:
             out_edges[e.source].append(e)
             in_edges[e.target].append(e)
         return cls(name, ordered, tuple(edges), chaining_enabled, max_parallelism,
-                   chain_operators_with_different_max_parallelism, by_id, out_edges, in_edges)
+                   chain_operators_with_different_max_parallelism, by_id, out_edges, in_edges, {})
 
     def source_ids(self) -> list[int]:
         """Nodes without in-edges, ascending: Flink sorts `getSourceIDs()` by StreamNode id."""

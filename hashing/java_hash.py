@@ -17,7 +17,8 @@ from typing import Any
 from hashing.errors import InputError
 
 _M32 = 0xFFFFFFFF
-ROW_KINDS = {"+I": 0, "-U": 1, "+U": 2, "-D": 3}
+ROW_KINDS = {"+I": 0, "-U": 1, "+U": 2, "-D": 3,
+             "INSERT": 0, "UPDATE_BEFORE": 1, "UPDATE_AFTER": 2, "DELETE": 3}
 
 
 def to_int32(x: int) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hashing.chaining import is_chainable
+from hashing.chaining import chainable_edges
 from hashing.graph import StreamGraph
 
 
@@ -53,7 +53,8 @@ def chains(graph: StreamGraph) -> list[tuple[int, list[int]]]:
     its own chain unless already built), then the node itself; a chain is complete when
     its head finishes.
     """
-    chainable = {id(e): is_chainable(e, graph) for e in graph.edges}
+    flags = chainable_edges(graph)
+    chainable = {id(e): i in flags for i, e in enumerate(graph.edges)}
     built: set[int] = set()
     members: dict[int, list[int]] = {}
     result: list[tuple[int, list[int]]] = []

@@ -1,0 +1,396 @@
+"""The values a `_metadata` file holds, named after Flink's classes.
+
+Frozen dataclasses, one per Flink class the deserializer creates. `state_size` is what Flink's
+`getStateSize()` returns for the same object, so operator sizes agree with Flink to the byte.
+`kind` is Flink's simple class name (used by the detailed JSON view compared with Flink's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Mode(Enum):
+    """`OperatorStateHandle.Mode`, by ordinal."""
+
+    SPLIT_DISTRIBUTE = 0
+    UNION = 1
+    BROADCAST = 2
+
+
+@dataclass(frozen=True, slots=True)
+class KeyGroupRange:
+    """`KeyGroupRange`: inclusive [start, end]; the empty range is (0, -1)."""
+
+    start: int
+    end: int
+
+    @property
+    def number_of_key_groups(self) -> int:
+        return self.end - self.start + 1
+
+
+EMPTY_KEY_GROUP_RANGE = KeyGroupRange(0, -1)
+
+
+# ---- stream (leaf) handles --------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ByteStreamStateHandle:
+    """State bytes inline in `_metadata` (below the small-file threshold)."""
+
+    handle_name: str
+    data: bytes
+    kind = "ByteStreamStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return len(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class FileStateHandle:
+    path: str
+    size: int
+    kind = "FileStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return self.size
+
+
+@dataclass(frozen=True, slots=True)
+class RelativeFileStateHandle:
+    """A file named relative to the snapshot directory; `path` is resolved against it."""
+
+    path: str
+    relative_path: str
+    size: int
+    kind = "RelativeFileStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return self.size
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFileStateHandle:
+    """A segment of a merged physical file (FLIP-306 file merging)."""
+
+    path: str
+    start_pos: int
+    size: int
+    scope: str
+    logical_file_id: str
+    kind = "SegmentFileStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return self.size
+
+
+@dataclass(frozen=True, slots=True)
+class EmptySegmentFileStateHandle:
+    kind = "EmptySegmentFileStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return 0
+
+
+# ---- keyed handles ----------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class KeyGroupsStateHandle:
+    """Full snapshot of a key-group range: one offset per key group into `delegate`."""
+
+    key_group_range: KeyGroupRange
+    offsets: tuple[int, ...]
+    delegate: StreamStateHandle | None
+    state_handle_id: str | None = None
+    kind = "KeyGroupsStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return self.delegate.state_size if self.delegate is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class KeyGroupsSavepointStateHandle(KeyGroupsStateHandle):
+    """Canonical-format savepoint keyed state (tag 7)."""
+
+    kind = "KeyGroupsSavepointStateHandle"
+
+
+@dataclass(frozen=True, slots=True)
+class HandleAndLocalPath:
+    local_path: str
+    handle: StreamStateHandle | None
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalRemoteKeyedStateHandle:
+    """RocksDB/ForSt incremental checkpoint or native savepoint: SST files plus a meta handle."""
+
+    backend_id: str
+    key_group_range: KeyGroupRange
+    checkpoint_id: int
+    shared_state: tuple[HandleAndLocalPath, ...]
+    private_state: tuple[HandleAndLocalPath, ...]
+    meta_state_handle: StreamStateHandle | None
+    persisted_size: int  # -1 = unknown (tag 5): Flink then uses the state size
+    state_handle_id: str | None = None
+    kind = "IncrementalRemoteKeyedStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        total = self.meta_state_handle.state_size if self.meta_state_handle is not None else 0
+        for h in self.shared_state:
+            total += h.handle.state_size if h.handle is not None else 0
+        for h in self.private_state:
+            total += h.handle.state_size if h.handle is not None else 0
+        return total
+
+    @property
+    def checkpointed_size(self) -> int:
+        return self.state_size if self.persisted_size == -1 else self.persisted_size
+
+
+@dataclass(frozen=True, slots=True)
+class ChangelogStateBackendHandleImpl:
+    """Changelog state backend: materialized handles plus changelog (non-materialized) handles."""
+
+    materialized: tuple[KeyedStateHandle, ...]
+    non_materialized: tuple[KeyedStateHandle, ...]
+    key_group_range: KeyGroupRange
+    checkpoint_id: int
+    materialization_id: int
+    persisted_size: int
+    state_handle_id: str
+    kind = "ChangelogStateBackendHandleImpl"
+
+    @property
+    def state_size(self) -> int:
+        return sum(h.state_size for h in self.materialized) + sum(h.state_size for h in self.non_materialized)
+
+    @property
+    def checkpointed_size(self) -> int:
+        return self.persisted_size
+
+
+@dataclass(frozen=True, slots=True)
+class InMemoryChangelogStateHandle:
+    key_group_range: KeyGroupRange
+    changes: tuple[tuple[int, bytes], ...]
+    from_sequence: int
+    to_sequence: int
+    state_handle_id: str
+    kind = "InMemoryChangelogStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return sum(len(b) for _, b in self.changes)
+
+    @property
+    def checkpointed_size(self) -> int:
+        return self.state_size
+
+
+@dataclass(frozen=True, slots=True)
+class ChangelogStateHandleStreamImpl:
+    key_group_range: KeyGroupRange
+    handles_and_offsets: tuple[tuple[StreamStateHandle | None, int], ...]
+    size: int
+    persisted_size: int
+    state_handle_id: str
+    storage_identifier: str
+    kind = "ChangelogStateHandleStreamImpl"
+
+    @property
+    def state_size(self) -> int:
+        return self.size
+
+    @property
+    def checkpointed_size(self) -> int:
+        return self.persisted_size
+
+
+# ---- operator-state handles -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class StateMetaInfo:
+    """`OperatorStateHandle.StateMetaInfo`: one offset per list element (partition), and the mode."""
+
+    offsets: tuple[int, ...]
+    mode: Mode
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorStreamStateHandle:
+    state_name_to_partition_offsets: dict[str, StateMetaInfo]
+    delegate: StreamStateHandle | None
+    kind = "OperatorStreamStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return self.delegate.state_size if self.delegate is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class FileMergingOperatorStreamStateHandle(OperatorStreamStateHandle):
+    """Operator state in a merged file (tag 17); `is_empty` gives Flink's Empty... subclass."""
+
+    task_owned_dir: str = ""
+    shared_dir: str = ""
+    is_empty: bool = False
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        return "EmptyFileMergingOperatorStreamStateHandle" if self.is_empty else "FileMergingOperatorStreamStateHandle"
+
+
+# ---- channel state (unaligned checkpoints) ----------------------------------------------
+@dataclass(frozen=True, slots=True)
+class InputChannelStateHandle:
+    subtask_index: int
+    info: tuple[int, int]  # (gate index, input channel index)
+    delegate: StreamStateHandle | None
+    offsets: tuple[int, ...]
+    size: int
+    kind = "InputChannelStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return self.size
+
+
+@dataclass(frozen=True, slots=True)
+class ResultSubpartitionStateHandle:
+    subtask_index: int
+    info: tuple[int, int]  # (partition index, subpartition index)
+    delegate: StreamStateHandle | None
+    offsets: tuple[int, ...]
+    size: int
+    kind = "ResultSubpartitionStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return self.size
+
+
+@dataclass(frozen=True, slots=True)
+class MergedInputChannelStateHandle:
+    """v6: all input channels of a subtask stored in one delegate, offsets serialized opaquely."""
+
+    subtask_index: int
+    size: int
+    delegate: StreamStateHandle | None
+    serialized_channel_offsets: bytes
+    kind = "MergedInputChannelStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return self.size
+
+
+@dataclass(frozen=True, slots=True)
+class MergedResultSubpartitionStateHandle:
+    subtask_index: int
+    size: int
+    delegate: StreamStateHandle | None
+    serialized_channel_offsets: bytes
+    kind = "MergedResultSubpartitionStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return self.size
+
+
+StreamStateHandle = (ByteStreamStateHandle | FileStateHandle | RelativeFileStateHandle | SegmentFileStateHandle
+                     | EmptySegmentFileStateHandle | KeyGroupsStateHandle)
+KeyedStateHandle = (KeyGroupsStateHandle | IncrementalRemoteKeyedStateHandle | ChangelogStateBackendHandleImpl
+                    | InMemoryChangelogStateHandle | ChangelogStateHandleStreamImpl)
+OperatorStateHandle = OperatorStreamStateHandle
+InputStateHandle = InputChannelStateHandle | MergedInputChannelStateHandle
+OutputStateHandle = ResultSubpartitionStateHandle | MergedResultSubpartitionStateHandle
+
+
+# ---- subtasks, operators, the checkpoint ------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class OperatorSubtaskState:
+    """At most one handle of each kind per subtask (Flink's writer enforces singletons)."""
+
+    managed_operator_state: tuple[OperatorStateHandle, ...] = ()
+    raw_operator_state: tuple[OperatorStateHandle, ...] = ()
+    managed_keyed_state: tuple[KeyedStateHandle, ...] = ()
+    raw_keyed_state: tuple[KeyedStateHandle, ...] = ()
+    input_channel_state: tuple[InputStateHandle, ...] = ()
+    result_subpartition_state: tuple[OutputStateHandle, ...] = ()
+    finished: bool = False
+
+    @property
+    def channel_state_size(self) -> int:
+        return sum(h.state_size for h in self.input_channel_state) + sum(
+            h.state_size for h in self.result_subpartition_state)
+
+    @property
+    def state_size(self) -> int:
+        total = self.channel_state_size
+        for group in (self.managed_operator_state, self.raw_operator_state,
+                      self.managed_keyed_state, self.raw_keyed_state):
+            for h in group:
+                total += h.state_size
+        return total
+
+
+FINISHED_SUBTASK = OperatorSubtaskState(finished=True)
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorState:
+    """One operator's state: `operator_id` is the 16 raw bytes of Flink's `OperatorID`."""
+
+    operator_id: bytes
+    name: str | None
+    uid: str | None
+    parallelism: int
+    max_parallelism: int
+    coordinator_state: ByteStreamStateHandle | None
+    subtask_states: dict[int, OperatorSubtaskState]
+    fully_finished: bool = False
+
+    @property
+    def operator_id_hex(self) -> str:
+        return self.operator_id.hex()
+
+    @property
+    def state_size(self) -> int:
+        total = self.coordinator_state.state_size if self.coordinator_state is not None else 0
+        return total + sum(s.state_size for s in self.subtask_states.values())
+
+
+@dataclass(frozen=True, slots=True)
+class MasterState:
+    name: str
+    version: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointProperties:
+    """What v4+ files record about the snapshot (Java-serialized `CheckpointProperties`)."""
+
+    is_savepoint: bool
+    format_type: str | None  # CANONICAL | NATIVE for savepoints
+    name: str | None  # SnapshotType.getName(): "Savepoint", "Terminate Savepoint", "Checkpoint", ...
+    post_checkpoint_action: str | None = None
+    sharing_files_strategy: str | None = None
+    flags: dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointMetadata:
+    version: int
+    checkpoint_id: int
+    master_states: tuple[MasterState, ...]
+    operator_states: tuple[OperatorState, ...]
+    properties: CheckpointProperties | None
+    source: str = ""
