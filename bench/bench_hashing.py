@@ -35,6 +35,26 @@ def _time(fn: Callable[[], int], seconds: float) -> float:
     return done / (time.perf_counter() - start)
 
 
+def _measure_python(raw: list, seconds: float, flink_version: str) -> tuple[float, float, float]:
+    total = sum(len(nodes) for _, nodes, _ in raw)
+
+    def fresh() -> list[StreamGraph]:
+        return [StreamGraph.of(name, nodes, edges) for name, nodes, edges in raw]
+
+    def hash_all(hasher: StreamGraphHasherV2 | StreamGraphHasherV3) -> int:
+        for g in fresh():
+            hasher.traverse_stream_graph_and_generate_hashes(g)
+        return total
+
+    def full(kind: str) -> int:
+        for g in fresh():
+            compute_operator_ids(g, kind, flink_version)
+        return total
+
+    return (_time(lambda: hash_all(StreamGraphHasherV2()), seconds),
+            _time(lambda: hash_all(StreamGraphHasherV3()), seconds), _time(lambda: full("v3"), seconds))
+
+
 def run(seconds: float, flink_version: str) -> list[dict[str, object]]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -44,26 +64,9 @@ def run(seconds: float, flink_version: str) -> list[dict[str, object]]:
             flink = json.loads(run_tool("streamgraph", flink_version, "upgradegate.bridge.HashBench",
                                         [str(specs), str(graphs), str(operators), str(seconds)]).strip())
             parsed = [parse_spec(json.loads(line), "bench") for line in specs.read_text().splitlines()]
-            raw = [(g.name, g.nodes, g.edges) for g in parsed]
-            total = sum(len(n) for _, n, _ in raw)
-
-            def fresh() -> list[StreamGraph]:
-                return [StreamGraph.of(name, nodes, edges) for name, nodes, edges in raw]
-
-            def hash_all(hasher: StreamGraphHasherV2 | StreamGraphHasherV3) -> int:
-                for g in fresh():
-                    hasher.traverse_stream_graph_and_generate_hashes(g)
-                return total
-
-            def full(kind: str) -> int:
-                for g in fresh():
-                    compute_operator_ids(g, kind, flink_version)
-                return total
-
             print(f"[bench] {label}: Python hashers ...", flush=True)
-            v2 = _time(lambda: hash_all(StreamGraphHasherV2()), seconds)
-            v3 = _time(lambda: hash_all(StreamGraphHasherV3()), seconds)
-            ids_v3 = _time(lambda: full("v3"), seconds)
+            v2, v3, ids_v3 = _measure_python([(g.name, g.nodes, g.edges) for g in parsed], seconds, flink_version)
+            total = sum(len(g.nodes) for g in parsed)
             jvm = float(flink["nodes_per_second"])
             rows.append({"workload": label, "nodes": total, "flink_jvm_v2": jvm, "ours_v2": v2, "ours_v3": v3,
                          "ours_ids_v3": ids_v3, "ratio_v2": v2 / jvm, "ratio_v3": v3 / jvm})
@@ -76,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flink-version", default="2.3")
     args = parser.parse_args(argv)
     rows = run(args.seconds, args.flink_version)
-    head = f"{'workload':38} {'Flink JVM V2':>13} {'ours V2':>10} {'ratio':>6} {'ours V3':>10} {'ratio':>6} {'ids+chains V3':>14}"
+    head = (f"{'workload':38} {'Flink JVM V2':>13} {'ours V2':>10} {'ratio':>6} {'ours V3':>10} {'ratio':>6} "
+            f"{'ids+chains V3':>14}")
     print("\nnodes hashed per second, one core\n" + head + "\n" + "-" * len(head))
     for r in rows:
         print(f"{r['workload']:38} {r['flink_jvm_v2']:>13,.0f} {r['ours_v2']:>10,.0f} {r['ratio_v2']:>6.2f} "

@@ -90,7 +90,8 @@ def test_bounds_errors_carry_flinks_messages(release):
     calls = {
         "computeDefaultMaxParallelism(0)": lambda: compute_default_max_parallelism(0),
         "computeDefaultMaxParallelism(32769)": lambda: compute_default_max_parallelism(32769),
-        "computeKeyGroupRangeForOperatorIndex(10, 11, 0)": lambda: compute_key_group_range_for_operator_index(10, 11, 0),
+        "computeKeyGroupRangeForOperatorIndex(10, 11, 0)":
+            lambda: compute_key_group_range_for_operator_index(10, 11, 0),
     }
     for call, fn in calls.items():
         assert call in errors, f"oracle did not record {call}"
