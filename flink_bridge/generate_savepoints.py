@@ -53,8 +53,10 @@ def _conf_dir() -> Path:
         (d / name).touch()
     (d / "log4j.properties").write_text(
         "rootLogger.level = WARN\nrootLogger.appenderRef.console.ref = C\n"
-        "appender.console.name = C\nappender.console.type = CONSOLE\nappender.console.target = SYSTEM_ERR\n"
-        "appender.console.layout.type = PatternLayout\nappender.console.layout.pattern = %d{HH:mm:ss} %-5p %c{1} - %m%n\n")
+        "appender.console.name = C\nappender.console.type = CONSOLE\n"
+        "appender.console.target = SYSTEM_ERR\n"
+        "appender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %d{HH:mm:ss} %-5p %c{1} - %m%n\n")
     return d
 
 
@@ -66,7 +68,8 @@ def run_java(version: str, main_class: str, args: list[str], timeout: float = 18
     env = dict(os.environ, FLINK_CONF_DIR=str(conf))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
-        raise RuntimeError(f"{main_class} (Flink {release_of(version)}) exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"{main_class} (Flink {release_of(version)}) exited {proc.returncode}:\n"
+                           f"{proc.stderr[-4000:]}")
     return proc.stdout
 
 
@@ -97,13 +100,45 @@ def generate(version: str, cases: list[str], out: Path) -> list[Path]:
         if "\t" not in line:
             continue
         case, path = line.split("\t", 1)
+        if path.startswith("ERROR\t"):
+            print(f"[savepoints] {release} {case}: FAILED: {path[6:]}", file=sys.stderr)
+            continue
         dest = out / release / case
         _keep(_local(path), dest, case in KEEP_STATE_FILES)
         written.append(dest)
         print(f"[savepoints] {release} {case}: {(dest / '_metadata').stat().st_size} bytes", file=sys.stderr)
+    if release.startswith("1.20"):
+        written += derive_v3(out / release)
     if written:
         run_java(version, "ugate.savepoints.FlinkView", ["view", *map(str, written)])
     shutil.rmtree(stage, ignore_errors=True)
+    return written
+
+
+V3_SOURCES = ("hashmap-canonical-p2", "checkpoint-finished-tasks", "checkpoint-unaligned")
+JAVA_STREAM_HEADER = b"\xac\xed\x00\x05"
+
+
+def derive_v3(release_dir: Path) -> list[Path]:
+    """Format v3 (Flink 1.11–1.15) files, which no installable Flink writes any more.
+
+    A v4 file is a v3 file plus the Java-serialized properties trailer, so dropping the trailer
+    and writing version 3 gives a genuine v3 file; Flink 1.20 (which still reads v3) is then the
+    oracle for it, like for every other fixture."""
+    written = []
+    for case in V3_SOURCES:
+        src = release_dir / case / "_metadata"
+        if not src.is_file():
+            continue
+        data = src.read_bytes()
+        if data[4:8] != b"\x00\x00\x00\x04":
+            continue
+        cut = data.rfind(JAVA_STREAM_HEADER)
+        dest = release_dir / f"v3-{case}"
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir()
+        (dest / "_metadata").write_bytes(data[:4] + b"\x00\x00\x00\x03" + data[8:cut])
+        written.append(dest)
     return written
 
 
@@ -119,7 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", nargs="+", default=list(CASES))
     ap.add_argument("--out", type=Path, default=FIXTURES)
     ap.add_argument("--large", action="store_true", help="write the parallelism-128 benchmark savepoint instead")
+    ap.add_argument("--derive-v3", action="store_true", help="only re-derive the v3 fixtures from the 1.20 ones")
     args = ap.parse_args(argv)
+    if args.derive_v3:
+        dirs = derive_v3(args.out / release_of("1.20"))
+        run_java("1.20", "ugate.savepoints.FlinkView", ["view", *map(str, dirs)])
+        return 0
     if args.large:
         print(generate_large(args.versions[-1]))
         return 0

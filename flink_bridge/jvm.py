@@ -71,8 +71,13 @@ def run_tool(tool: str, version: str, main_class: str, args: list[str],
     """Run a helper's main class and return its stdout; raise JvmError with stderr on failure."""
     cmd = java_command(tool, version, main_class, args, extra_classpath, heap)
     env = dict(os.environ)
-    env.setdefault("FLINK_CONF_DIR", str(WORK_DIR / "jvm" / "empty-conf"))
-    Path(env["FLINK_CONF_DIR"]).mkdir(parents=True, exist_ok=True)
+    if "FLINK_CONF_DIR" not in env:
+        # An empty config keeps the user's flink-conf out of our runs; Flink 2.x's MiniCluster
+        # refuses to start when the directory has no config.yaml at all.
+        conf = WORK_DIR / "jvm" / "empty-conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "config.yaml").touch()
+        env["FLINK_CONF_DIR"] = str(conf)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
         raise JvmError(f"{main_class} (Flink {release_of(version)}) exited {proc.returncode}:\n{proc.stderr[-4000:]}")

@@ -19,19 +19,26 @@ _UPSTREAM_MAY_CHAIN = {
 
 
 def is_chainable(edge: StreamEdge, graph: StreamGraph) -> bool:
-    """`isChainable`: the target has exactly one input and that input can be chained."""
-    return len(graph.in_edges[edge.target]) == 1 and is_chainable_input(edge, graph)
+    """`isChainable`: the target has exactly one input and that input can be chained.
+
+    With a single in-edge, `isChainableInput`'s union guard cannot fire, so it is skipped here.
+    """
+    return len(graph.in_edges[edge.target]) == 1 and _input_checks(edge, graph)
 
 
 def is_chainable_input(edge: StreamEdge, graph: StreamGraph) -> bool:
-    # Flink's conjunction, reordered cheapest-first (all terms are side-effect free)
+    if not _input_checks(edge, graph):
+        return False
+    # The "union" guard: another input of the same index (typeNumber) means a union; no chaining.
+    return not any(e is not edge and e.type_number == edge.type_number for e in graph.in_edges[edge.target])
+
+
+def _input_checks(edge: StreamEdge, graph: StreamGraph) -> bool:
+    """Flink's conjunction in `isChainableInput`, reordered cheapest-first (no term has side effects)."""
     if not (graph.chaining_enabled and _partitioner_and_exchange_chainable(edge)):
         return False
     up, down = graph.by_id[edge.source], graph.by_id[edge.target]
-    if not (up.slot_sharing_group == down.slot_sharing_group and are_operators_chainable(up, down, graph)):
-        return False
-    # The "union" guard: another input of the same index (typeNumber) means a union; no chaining.
-    return not any(e is not edge and e.type_number == edge.type_number for e in graph.in_edges[down.id])
+    return up.slot_sharing_group == down.slot_sharing_group and are_operators_chainable(up, down, graph)
 
 
 def _partitioner_and_exchange_chainable(edge: StreamEdge) -> bool:

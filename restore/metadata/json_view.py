@@ -123,7 +123,8 @@ def _operator(o: OperatorState, detail: bool) -> dict[str, Any]:
 
 def to_json(m: CheckpointMetadata, detail: bool = False) -> dict[str, Any]:
     """The `inspect` fields; `detail` adds master states and every handle (the oracle comparison shape)."""
-    j: dict[str, Any] = {"version": m.version, "checkpoint_id": m.checkpoint_id, "properties": _properties(m.properties)}
+    j: dict[str, Any] = {"version": m.version, "checkpoint_id": m.checkpoint_id,
+                         "properties": _properties(m.properties)}
     if detail:
         j["master_states"] = [{"name": s.name, "version": s.version, "bytes": len(s.data)} for s in m.master_states]
     j["operators"] = [_operator(o, detail) for o in m.operator_states]

@@ -91,6 +91,10 @@ class SegmentFileStateHandle:
 
 @dataclass(frozen=True, slots=True)
 class EmptySegmentFileStateHandle:
+    """Flink's singleton for "no bytes written": path `empty`, position 0, size 0."""
+
+    path: str = "empty"
+    start_pos: int = 0
     kind = "EmptySegmentFileStateHandle"
 
     @property

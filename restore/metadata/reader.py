@@ -92,7 +92,8 @@ class BoundedReader:
         if n < 0:
             self.fail(f"expected a number of {what} >= 0, found {n}", at)
         if n * item_bytes > self.end - self.pos:
-            self.fail(f"number of {what} {n} needs at least {n * item_bytes} bytes, only {self.end - self.pos} left", at)
+            self.fail(f"number of {what} {n} needs at least {n * item_bytes} bytes, "
+                      f"only {self.end - self.pos} left", at)
         return n
 
     def read_bytes(self, n: int, what: str) -> bytes:

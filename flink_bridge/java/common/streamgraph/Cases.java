@@ -5,6 +5,7 @@ import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.streaming.api.datastream.AsyncDataStream;
+import org.apache.flink.streaming.api.datastream.CustomSinkOperatorUidHashes;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.DataStreamSink;
 import org.apache.flink.streaming.api.datastream.KeyedStream;
@@ -12,8 +13,8 @@ import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.streaming.api.operators.ChainingStrategy;
-import org.apache.flink.streaming.api.operators.SimpleOperatorFactory;
 import org.apache.flink.streaming.api.operators.StreamMap;
+import org.apache.flink.streaming.api.transformations.OneInputTransformation;
 import org.apache.flink.streaming.api.transformations.PartitionTransformation;
 import org.apache.flink.streaming.api.transformations.StreamExchangeMode;
 import org.apache.flink.streaming.runtime.partitioner.ForwardPartitioner;
@@ -97,9 +98,13 @@ final class Cases {
     }
 
     static SingleOutputStreamOperator<Long> withStrategy(DataStream<Long> in, String name, ChainingStrategy s) {
-        SimpleOperatorFactory<Long> factory = SimpleOperatorFactory.of(new StreamMap<>(new Functions.Inc()));
-        factory.setChainingStrategy(s);
-        return in.transform(name, Types.LONG, factory);
+        SingleOutputStreamOperator<Long> out = in.transform(name, Types.LONG, new StreamMap<>(new Functions.Inc()));
+        ((OneInputTransformation<Long, Long>) out.getTransformation()).setChainingStrategy(s);
+        return out;
+    }
+
+    static DataStream<Long> exchange(StreamExecutionEnvironment env, DataStream<Long> in, StreamExchangeMode mode) {
+        return new DataStream<>(env, new PartitionTransformation<>(in.getTransformation(), new ForwardPartitioner<>(), mode));
     }
 
     static void linear(StreamExecutionEnvironment env) {
@@ -107,9 +112,16 @@ final class Cases {
     }
 
     static void sql(StreamExecutionEnvironment env, boolean uids, String... inserts) {
+        sqlWithFormat(env, uids, null, inserts);
+    }
+
+    static void sqlWithFormat(StreamExecutionEnvironment env, boolean uids, String uidFormat, String... inserts) {
         StreamTableEnvironment tEnv = StreamTableEnvironment.create(env);
         if (uids) {
             tEnv.getConfig().set("table.exec.uid.generation", "ALWAYS");
+        }
+        if (uidFormat != null) {
+            tEnv.getConfig().set("table.exec.uid.format", uidFormat);
         }
         tEnv.executeSql("CREATE TABLE orders (id BIGINT, customer INT, amount DOUBLE) "
                 + "WITH ('connector' = 'datagen', 'number-of-rows' = '100')");
@@ -166,10 +178,10 @@ final class Cases {
         add("uid_hash_lowercase", "setUidHash on the map (lowercase hex)", env ->
                 sink(filter(map(seq(env, "source"), "map").setUidHash("0123456789abcdef0123456789abcdef"),
                         "filter"), "sink"));
-        add("uid_hash_uppercase_with_uid", "uid + uppercase setUidHash on map, uid hash on sink", env -> {
+        add("uid_hash_uppercase_with_uid", "uid + uppercase setUidHash on map, mixed-case uid hash on a legacy sink", env -> {
             SingleOutputStreamOperator<Long> m = map(seq(env, "source"), "map").uid("map-uid")
                     .setUidHash("ABCDEF0123456789ABCDEF0123456789");
-            sink(m, "sink").setUidHash("FfEeDdCcBbAa99887766554433221100");
+            Compat.legacySink(m).name("legacy-sink").setUidHash("FfEeDdCcBbAa99887766554433221100");
         });
         add("start_new_chain", "filter.startNewChain()", env ->
                 sink(filter(map(seq(env, "source"), "map"), "filter").startNewChain(), "sink"));
@@ -292,6 +304,8 @@ final class Cases {
                 Compat.legacySink(map(Compat.legacySource(env, "legacy-source", true), "map")).name("legacy-sink"));
         add("legacy_source_nonparallel", "SourceFunction (parallelism 1) -> map (p=2)", env ->
                 sink(map(Compat.legacySource(env, "legacy-source", false), "map"), "sink"));
+        add("legacy_source_sink_v2", "legacy source -> map -> Sink V2 writer (a yielding factory: not chained)",
+                env -> sink(map(Compat.legacySource(env, "legacy-source", true), "map"), "sink"));
         add("legacy_sink_uid", "FLIP-27 source -> map -> legacy sink with uid", env ->
                 Compat.legacySink(map(seq(env, "source"), "map")).name("legacy-sink").uid("legacy-sink"));
         add("flip27_sequence_p4", "env.fromSequence at p=4 -> map p=4 -> Sink V2 at default p=2", env ->
@@ -304,9 +318,12 @@ final class Cases {
                 map(seq(env, "source"), "map").sinkTo(Compat.committingSink()).name("committing").uid("my-sink"));
         add("sink_v2_committer_no_uid", "Sink V2 with a committer, no uid", env ->
                 map(seq(env, "source"), "map").sinkTo(Compat.committingSink()).name("committing"));
-        add("sink_v2_committer_uid_hash", "Sink V2 with a committer and setUidHash", env ->
-                map(seq(env, "source"), "map").sinkTo(Compat.committingSink()).name("committing")
-                        .setUidHash("00112233445566778899aabbccddeeff"));
+        add("sink_v2_committer_uid_hashes", "Sink V2 with a committer, uid hashes via CustomSinkOperatorUidHashes",
+                env -> map(seq(env, "source"), "map").sinkTo(Compat.committingSink(),
+                        CustomSinkOperatorUidHashes.builder()
+                                .setWriterUidHash("00112233445566778899aabbccddeeff")
+                                .setCommitterUidHash("FFEEDDCCBBAA99887766554433221100").build())
+                        .name("committing").uid("my-sink"));
         add("async_after_legacy_source", "async I/O directly behind a legacy source (not chained)", env ->
                 sink(AsyncDataStream.unorderedWait(Compat.legacySource(env, "legacy", true),
                         new Functions.Lookup(), 1, TimeUnit.SECONDS).name("async"), "sink"));
@@ -330,20 +347,31 @@ final class Cases {
             env.setRuntimeMode(RuntimeExecutionMode.BATCH);
             sink(process(keyed(map(seq(env, "source"), "map")), "process"), "sink");
         });
-        add("batch_exchange_forward", "a forward PartitionTransformation with StreamExchangeMode.BATCH", env -> {
-            DataStream<Long> m = map(seq(env, "source"), "map");
-            DataStream<Long> blocking = new DataStream<>(env,
-                    new PartitionTransformation<>(m.getTransformation(), new ForwardPartitioner<>(),
-                            StreamExchangeMode.BATCH));
-            sink(filter(blocking, "filter"), "sink");
-        });
-        add("pipelined_exchange_forward", "a forward PartitionTransformation with StreamExchangeMode.PIPELINED", env -> {
-            DataStream<Long> m = map(seq(env, "source"), "map");
-            DataStream<Long> p = new DataStream<>(env,
-                    new PartitionTransformation<>(m.getTransformation(), new ForwardPartitioner<>(),
-                            StreamExchangeMode.PIPELINED));
-            sink(filter(p, "filter"), "sink");
-        });
+        add("batch_exchange_in_streaming_mode", "forward PartitionTransformation with StreamExchangeMode.BATCH, "
+                + "streaming mode (Flink resets it to UNDEFINED)", env -> {
+                    DataStream<Long> m = map(seq(env, "source"), "map");
+                    sink(filter(exchange(env, m, StreamExchangeMode.BATCH), "filter"), "sink");
+                });
+        add("batch_exchange_in_batch_mode", "forward PartitionTransformation with StreamExchangeMode.BATCH, "
+                + "RuntimeExecutionMode.BATCH", env -> {
+                    env.setRuntimeMode(RuntimeExecutionMode.BATCH);
+                    DataStream<Long> m = map(seq(env, "source"), "map");
+                    sink(filter(exchange(env, m, StreamExchangeMode.BATCH), "filter"), "sink");
+                });
+        add("pipelined_exchange_in_batch_mode", "forward PartitionTransformation with StreamExchangeMode.PIPELINED, "
+                + "RuntimeExecutionMode.BATCH", env -> {
+                    env.setRuntimeMode(RuntimeExecutionMode.BATCH);
+                    DataStream<Long> m = map(seq(env, "source"), "map");
+                    sink(filter(exchange(env, m, StreamExchangeMode.PIPELINED), "filter"), "sink");
+                });
+        add("auto_uids_disabled_all_uids", "pipeline.auto-generate-uids=false with a uid on every operator",
+                conf("pipeline.auto-generate-uids", "false"), env -> {
+                    SingleOutputStreamOperator<Long> m = map(seq(env, "source").uid("source"), "map").uid("map");
+                    sink(m, "sink").uid("sink");
+                });
+        add("auto_uids_disabled_missing_uid", "pipeline.auto-generate-uids=false, the map has no uid or hash",
+                conf("pipeline.auto-generate-uids", "false"), env ->
+                        sink(map(seq(env, "source").uid("source"), "map"), "sink").uid("sink"));
         add("uid_collision", "two operators with uid(\"dup\")", env ->
                 sink(map(map(seq(env, "source"), "map1").uid("dup"), "map2").uid("dup"), "sink"));
         add("empty_uid", "uid(\"\") on the map", env ->
@@ -396,6 +424,9 @@ final class Cases {
         add("sql_group_by_uids", "SQL GROUP BY with table.exec.uid.generation=ALWAYS", env -> sql(env, true, GROUP_BY));
         add("sql_join", "SQL regular join, no uids", env -> sql(env, false, JOIN));
         add("sql_join_uids", "SQL regular join with table.exec.uid.generation=ALWAYS", env -> sql(env, true, JOIN));
+        add("sql_group_by_uid_format", "SQL GROUP BY, uids ALWAYS with table.exec.uid.format "
+                + "<id>_<type>_<version>_<transformation>", env -> sqlWithFormat(env, true, "<id>_<type>_<version>_<transformation>",
+                GROUP_BY));
         add("sql_two_inserts", "statement set with GROUP BY and join inserts", env -> sql(env, false, GROUP_BY, JOIN));
         add("sql_mixed_with_datastream", "DataStream pipeline plus SQL insert in one env", env -> {
             linear(env);

@@ -70,7 +70,9 @@ public final class OracleMain {
             return record;
         }
         record.put("spec", SpecDumper.spec(graph));
-        record.put("flink", FlinkIds.results(graph));
+        Map<String, Object> flink = FlinkIds.results(graph);
+        flink.put("stream_graph", SpecDumper.streamGraphFacts(graph));
+        record.put("flink", flink);
         return record;
     }
 }

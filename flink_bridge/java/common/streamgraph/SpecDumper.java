@@ -67,6 +67,22 @@ public final class SpecDumper {
         return spec;
     }
 
+    /**
+     * StreamGraph facts outside the spec format that explain job-graph results: a dynamic graph
+     * (batch mode, adaptive batch scheduler) leaves job vertices whose parallelism was not set
+     * explicitly (only the env default applies) at parallelism -1.
+     */
+    public static Map<String, Object> streamGraphFacts(StreamGraph graph) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("dynamic", graph.isDynamic());
+        Map<String, Object> configured = new LinkedHashMap<>();
+        for (StreamNode n : sortedNodes(graph)) {
+            configured.put(String.valueOf(n.getId()), hidden(n, "isParallelismConfigured"));
+        }
+        m.put("parallelism_configured", configured);
+        return m;
+    }
+
     static List<StreamNode> sortedNodes(StreamGraph graph) {
         List<StreamNode> nodes = new ArrayList<>(graph.getStreamNodes());
         nodes.sort(Comparator.comparingInt(StreamNode::getId));
@@ -79,7 +95,7 @@ public final class SpecDumper {
         m.put("id", n.getId());
         m.put("name", n.getOperatorName());
         m.put("parallelism", n.getParallelism());
-        int maxP = maxParallelism(n);
+        int maxP = (Integer) hidden(n, "getMaxParallelism");
         m.put("max_parallelism", maxP > 0 ? maxP : null);
         m.put("uid", n.getTransformationUID());
         m.put("uid_hash", n.getUserHash());
@@ -90,14 +106,14 @@ public final class SpecDumper {
         return m;
     }
 
-    /** StreamNode#getMaxParallelism is package-private in 1.20 and public in 2.x. */
-    static int maxParallelism(StreamNode n) {
+    /** StreamNode#getMaxParallelism (1.20) and #isParallelismConfigured are package-private getters. */
+    static Object hidden(StreamNode n, String getter) {
         try {
-            Method m = StreamNode.class.getDeclaredMethod("getMaxParallelism");
+            Method m = StreamNode.class.getDeclaredMethod(getter);
             m.setAccessible(true);
-            return (Integer) m.invoke(n);
+            return m.invoke(n);
         } catch (ReflectiveOperationException e) {
-            throw new IllegalStateException("cannot read StreamNode max parallelism", e);
+            throw new IllegalStateException("cannot call StreamNode#" + getter, e);
         }
     }
 
@@ -209,7 +225,30 @@ public final class SpecDumper {
         if (result.size() != all.size()) {
             throw new IllegalStateException("edge order constraints are cyclic");
         }
+        for (StreamNode n : nodes) {
+            checkSubsequence(result, n.getOutEdges(), n);
+            checkSubsequence(result, n.getInEdges(), n);
+        }
         return result;
+    }
+
+    /** The global order must list each node's edges exactly as Flink's own list does. */
+    private static void checkSubsequence(List<StreamEdge> global, List<StreamEdge> local, StreamNode n) {
+        IdentityHashMap<StreamEdge, Boolean> mine = new IdentityHashMap<>();
+        for (StreamEdge e : local) {
+            mine.put(e, true);
+        }
+        List<StreamEdge> seen = new ArrayList<>();
+        for (StreamEdge e : global) {
+            if (mine.containsKey(e)) {
+                seen.add(e);
+            }
+        }
+        for (int i = 0; i < local.size(); i++) {
+            if (seen.size() != local.size() || seen.get(i) != local.get(i)) {
+                throw new IllegalStateException("edge order of node " + n.getId() + " not preserved");
+            }
+        }
     }
 
     private static void chain(List<StreamEdge> edges, Map<StreamEdge, List<StreamEdge>> after,

@@ -38,7 +38,15 @@ public final class Generate {
         for (String name : Arrays.copyOfRange(args, 1, args.length)) {
             File caseDir = new File(stage, name);
             caseDir.mkdirs();
-            String dir = runCase(name, caseDir);
+            String dir;
+            try {
+                dir = runCase(name, caseDir);
+            } catch (Exception e) {
+                e.printStackTrace();
+                System.out.println(name + "\tERROR\t" + String.valueOf(e).replace('\n', ' '));
+                System.out.flush();
+                continue;
+            }
             System.out.println(name + "\t" + dir);
             System.out.flush();
         }
@@ -133,7 +141,7 @@ public final class Generate {
             throws Exception {
         File root = new File(new File(caseDir, "checkpoints"), client.getJobID().toString());
         File out = new File(caseDir, "snapshot");
-        for (int i = 0; i < 1200; i++) {
+        for (int i = 0; i < 600; i++) {
             Thread.sleep(100);
             File[] chks = root.listFiles((d, n) -> n.startsWith("chk-"));
             if (chks == null) continue;

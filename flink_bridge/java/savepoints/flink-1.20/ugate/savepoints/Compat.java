@@ -3,7 +3,7 @@ package ugate.savepoints;
 import org.apache.flink.runtime.checkpoint.OperatorState;
 import org.apache.flink.streaming.api.datastream.DataStreamSource;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.streaming.api.functions.source.SourceFunction;
+import org.apache.flink.streaming.api.functions.source.ParallelSourceFunction;
 
 /** The few API points that differ between Flink 1.20 and 2.x (legacy sources, operator names in metadata). */
 final class Compat {
@@ -13,12 +13,12 @@ final class Compat {
 
     static String operatorUid(OperatorState s) { return null; }
 
-    /** A legacy SourceFunction emitting an increasing counter; state via Functions.LegacyCounterState. */
+    /** A legacy ParallelSourceFunction emitting an increasing counter; state via Functions.LegacyCounterState. */
     static DataStreamSource<Long> legacySource(StreamExecutionEnvironment env, long stopAfterOnSubtask1, long sleepMs) {
         return env.addSource(new LegacySource(stopAfterOnSubtask1, sleepMs));
     }
 
-    static final class LegacySource extends Functions.LegacyCounterState implements SourceFunction<Long> {
+    static final class LegacySource extends Functions.LegacyCounterState implements ParallelSourceFunction<Long> {
         LegacySource(long stopAfterOnSubtask1, long sleepMs) { super(stopAfterOnSubtask1, sleepMs); }
 
         @Override public void run(SourceContext<Long> ctx) throws Exception {
