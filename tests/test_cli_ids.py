@@ -25,7 +25,8 @@ def test_ids_json_has_the_contract_fields(cli):
 
 def test_v3_keeps_uid_ids_and_lists_v2_id_as_alternative(cli):
     v2 = {n["node_id"]: n for n in json.loads(cli("ids", EXAMPLE, "--format", "json").stdout)["nodes"]}
-    v3 = {n["node_id"]: n for n in json.loads(cli("ids", EXAMPLE, "--hasher", "v3", "--format", "json").stdout)["nodes"]}
+    res = cli("ids", EXAMPLE, "--hasher", "v3", "--format", "json")
+    v3 = {n["node_id"]: n for n in json.loads(res.stdout)["nodes"]}
     for nid, n in v3.items():
         assert n["alternative_ids"][-1] == v2[nid]["generated_id"]
         if n["uid"]:
@@ -45,7 +46,8 @@ def test_bad_input_is_one_line_and_exit_2(cli, tmp_path):
     bad.write_text('{"nodes": [{"id": 1}], "edges": [{"source": 1, "target": 3}]}')
     res = cli("ids", str(bad))
     assert res.returncode == 2
-    assert res.stderr.strip().splitlines() == [f"upgrade-gate: error: {bad}: edge #0 (1 -> 3): target 3 is not the id of any node"]
+    expected = f"upgrade-gate: error: {bad}: edge #0 (1 -> 3): target 3 is not the id of any node"
+    assert res.stderr.strip().splitlines() == [expected]
     assert "Traceback" not in res.stderr
     res = cli("ids", EXAMPLE, "--flink-version", "1.9")
     assert res.returncode == 2 and "supported Flink versions" in res.stderr

@@ -48,7 +48,8 @@ def test_operator_ids_match_flink(path: Path):
     ours = {str(nid): h.hex() for nid, h in ids.v2_hashes.items()}
     assert ours == flink["hashes"], "V2 hashes differ from Flink's StreamGraphHasherV2"
     # traverse order (dict insertion order) is part of Flink's semantics; same set is checked above
-    users = {str(k): v.hex() for k, v in StreamGraphUserHashHasher().traverse_stream_graph_and_generate_hashes(graph).items()}
+    user_hashes = StreamGraphUserHashHasher().traverse_stream_graph_and_generate_hashes(graph)
+    users = {str(k): v.hex() for k, v in user_hashes.items()}
     assert users == flink["user_hashes"]
 
 
