@@ -116,3 +116,30 @@ def test_compiled_plan_export_uses_the_plans_uids(sql_script: Path, tmp_path: Pa
     assert json.loads(plan.read_text())["flinkVersion"] == "2.3"
     spec = export_spec("compiled-plan", plan, flink_version="2.3")
     assert [n["uid"] for n in spec["nodes"]] == ["1_source", "2_calc", "4_group-aggregate", "5_sink"]
+
+
+PYFLINK_JOB = JOB_SOURCES / "pyflink" / "orders_job.py"
+
+
+def test_pyflink_program_export_applies_pyflinks_own_operator_chaining(tmp_path: Path) -> None:
+    """PyFlink fuses consecutive Python functions into one operator before hashing; the spec must show that."""
+    out = tmp_path / "spec.json"
+    res = run_cli("export", "--pyflink", str(PYFLINK_JOB), "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    spec = json.loads(out.read_text())
+    names = {n["name"]: n for n in spec["nodes"]}
+    assert spec["name"] == "pyflink-orders"
+    assert names["Source: Collection Source"]["uid"] == "orders"
+    assert names["per-customer"]["uid"] == "per-customer"
+    assert "parse, _stream_key_by_map_operator" in names  # the map and the key selector, fused by PyFlink
+    ids = run_cli("ids", str(out), "--format", "json")
+    assert ids.returncode == 0, ids.stderr
+    assert len(json.loads(ids.stdout)["nodes"]) == len(spec["nodes"])
+
+
+def test_failing_pyflink_program_is_bad_input_naming_the_file(tmp_path: Path) -> None:
+    prog = tmp_path / "broken_job.py"
+    prog.write_text("from pyflink.datastream import StreamExecutionEnvironment\n"
+                    "raise ValueError('no topic configured')\n")
+    with pytest.raises(InputError, match=r"broken_job.py: ValueError: no topic configured \(line 2\)"):
+        export_spec("pyflink", prog)

@@ -24,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--jar", type=Path, help="job jar; program arguments go after `--`")
     source.add_argument("--sql", type=Path, help="SQL script (DDL, SET, INSERT; SQL client syntax)")
     source.add_argument("--compiled-plan", type=Path, help="FLIP-190 compiled plan JSON (COMPILE PLAN)")
+    source.add_argument("--pyflink", type=Path, help="PyFlink DataStream program (.py); arguments go after `--`")
     parser.add_argument("--main-class", help="entry point class (default: the jar manifest's Main-Class)")
     parser.add_argument("--flink-version", choices=("1.20", "2.3"), default="2.3",
                         help="Flink release that builds the graph (default: %(default)s)")
@@ -41,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         kind, path = "jar", args.jar
     elif args.sql is not None:
         kind, path = "sql", args.sql
+    elif args.pyflink is not None:
+        kind, path = "pyflink", args.pyflink
     else:
         kind, path = "compiled-plan", args.compiled_plan
     spec = export_spec(kind, path, main_class=args.main_class, args=program_args,
