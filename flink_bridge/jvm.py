@@ -2,9 +2,10 @@
 
 The helpers (oracle dumpers, the graph exporter, savepoint writers) use Flink's own classes,
 so they are compiled per Flink release: `flink_bridge/java/common/<tool>/` holds code that
-compiles against every release, `flink_bridge/java/<tool>/flink-<major.minor>/` the parts
-whose API differs. Classes are cached in `.work/jvm/<release>/<tool>/` and rebuilt only when
-a source file changes (a digest of the sources is stored beside them).
+compiles against every release, `flink_bridge/java/<tool>/flink-<major.minor>/` (or, shared by
+a whole major line, `flink-<major>.x/`) the parts whose API differs. Classes are cached in
+`.work/jvm/<release>/<tool>/` and rebuilt only when a source file changes (a digest of the
+sources is stored beside them).
 """
 
 from __future__ import annotations
@@ -18,15 +19,25 @@ from pathlib import Path
 from flink_bridge.dist import WORK_DIR, classpath, release_of
 
 JAVA_SRC = Path(__file__).resolve().parent / "java"
+# Tools that compile another tool's sources along with their own (shared, never copied): the
+# restore-outcome generator dumps job graphs with the exporter's SpecDumper.
+TOOL_INCLUDES: dict[str, tuple[str, ...]] = {"restores": ("streamgraph",)}
 
 
 class JvmError(RuntimeError):
     """A helper failed to compile or exited non-zero; carries the tail of its output."""
 
 
+def _version_dir(tool: str, release: str) -> Path:
+    """`flink-2.3/` when a release needs its own spelling, else the major line's `flink-2.x/`."""
+    major, minor = release.split(".")[:2]
+    exact = JAVA_SRC / tool / f"flink-{major}.{minor}"
+    return exact if exact.is_dir() else JAVA_SRC / tool / f"flink-{major}.x"
+
+
 def _sources(tool: str, release: str) -> list[Path]:
-    major_minor = ".".join(release.split(".")[:2])
-    dirs = [JAVA_SRC / "common" / tool, JAVA_SRC / tool / "common", JAVA_SRC / tool / f"flink-{major_minor}"]
+    dirs = [d for t in (tool, *TOOL_INCLUDES.get(tool, ()))
+            for d in (JAVA_SRC / "common" / t, JAVA_SRC / t / "common", _version_dir(t, release))]
     files: list[Path] = []
     for d in dirs:
         if d.is_dir():

@@ -20,11 +20,11 @@ import org.apache.flink.streaming.api.operators.legacy.YieldingOperatorFactory;
 import java.nio.charset.StandardCharsets;
 import java.util.Collection;
 
-/** Flink 2.3 spellings: legacy sources/sinks and YieldingOperatorFactory moved to `legacy` packages. */
+/** Flink 2.x spellings: legacy sources/sinks and YieldingOperatorFactory moved to `legacy` packages. */
 public final class Compat {
     private Compat() {}
 
-    public static final String RELEASE = "2.3";
+    public static final String RELEASE = "2.x";
 
     public static boolean isYielding(StreamOperatorFactory<?> factory) {
         return factory instanceof YieldingOperatorFactory;
