@@ -54,6 +54,7 @@ fuzz: $(VENV)/.installed
 fixtures: flink
 	$(VPY) -m flink_bridge.generate_fixtures
 	$(VPY) -m flink_bridge.generate_savepoints
+	$(VPY) -m flink_bridge.generate_restores
 
 clean:
 	rm -rf $(WORK)/venv $(WORK)/jvm

@@ -1,0 +1,159 @@
+"""Restore outcomes from real Flink: the oracle the restore simulator is tested against.
+
+For each scenario (a kind of job change, flink_bridge/java/restores/.../Scenarios.java) the Java
+tool `restores` runs job A in a MiniCluster, takes a canonical savepoint with non-empty keyed,
+list, union, broadcast and source state, then submits job B from it, without and (if that fails)
+with allowNonRestoredState, and records what really happened: RUNNING or FAILED and the error
+chain, and what every user function got back per subtask (list elements, broadcast entries,
+keyed entries, key-group range, max parallelism). Kept under
+`tests/fixtures/restores/<release>/<scenario>/`: `outcome.json`, `graph-a.json`, `graph-b.json`
+(both dumped by the exporter's SpecDumper from the real StreamGraphs); savepoints (one small
+`_metadata`, all state inline) are shared per job-A shape under `<release>/savepoints/<shape>/`.
+The `cross-version` scenario restores the other release's `identical` savepoint.
+
+Usage: python -m flink_bridge.generate_restores [--versions 1.20 2.3] [--scenarios ...] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from flink_bridge.dist import REPO_ROOT, WORK_DIR, ensure_flink, release_of
+from flink_bridge.jvm import java_command
+
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "restores"
+VERSIONS = ("1.20", "2.3")
+SCENARIOS = (
+    "identical", "identical-no-uids", "uid-removed", "source-uid-removed", "uids-added",
+    "chaining-disabled-uids", "chaining-disabled-no-uids", "parallelism-breaks-chain-no-uids",
+    "parallelism-breaks-chain-uids", "rescale-up", "rescale-down", "rescale-down-to-1", "rescale-keyed-only",
+    "max-parallelism-changed", "max-parallelism-derived-crossing", "parallelism-above-max-parallelism",
+    "stateful-operator-removed", "stateful-operator-added", "map-inserted-before-uidless-keyed",
+    "uid-hash-pins-old-id", "uid-hash-unknown-id-with-uid", "uid-hash-unknown-id-no-uid",
+    "sources-swapped-no-uids", "stateless-operator-removed", "empty-state-operator-removed",
+    "chain-mixed-max-parallelism", "cross-version",
+)
+CROSS = "cross-version"
+
+
+def _conf_dir() -> Path:
+    d = WORK_DIR / "jvm" / "restores-conf"
+    d.mkdir(parents=True, exist_ok=True)
+    for name in ("config.yaml", "flink-conf.yaml"):
+        (d / name).touch()
+    (d / "log4j.properties").write_text(
+        "rootLogger.level = ERROR\nrootLogger.appenderRef.console.ref = C\n"
+        "appender.console.name = C\nappender.console.type = CONSOLE\nappender.console.target = SYSTEM_ERR\n"
+        "appender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %d{HH:mm:ss} %-5p %c{1} - %m%n\n")
+    return d
+
+
+def stage_dir(release: str) -> Path:
+    return WORK_DIR / "restores-stage" / release
+
+
+def run_java(version: str, stage: Path, scenarios: list[str], cross: str | None, timeout: float = 1800) -> None:
+    """One JVM, one MiniCluster (1 GB heap: the machine is shared) for all scenarios of a release."""
+    conf = _conf_dir()
+    args = [str(stage), *(["--cross-savepoint", cross] if cross else []), *scenarios]
+    cmd = java_command("restores", version, "ugate.restores.Main", args, heap="1g")
+    cmd.insert(1, f"-Dlog4j.configurationFile={conf / 'log4j.properties'}")
+    env = dict(os.environ, FLINK_CONF_DIR=str(conf))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    for line in proc.stdout.splitlines():
+        if "\t" in line:
+            print(f"[restores] {release_of(version)} {line}", file=sys.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"restores (Flink {release_of(version)}) exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+
+
+def _local(pointer: str) -> Path:
+    return Path(pointer.removeprefix("file://").removeprefix("file:"))
+
+
+def keep(release: str, stage: Path, scenarios: list[str], out: Path) -> list[Path]:
+    """Copy what each scenario needs into the fixtures: outcome, graphs, its (shared) savepoint."""
+    written = []
+    for name in scenarios:
+        src = stage / name
+        if not (src / "outcome.json").is_file():
+            continue
+        outcome = json.loads((src / "outcome.json").read_text())
+        pointer = outcome["savepoint"]["pointer"]
+        sp_dir = _local(pointer)
+        if name == CROSS:
+            other = next(r for r in (release_of(v) for v in VERSIONS) if r != release)
+            rel = f"../../{other}/savepoints/{sp_dir.parent.name}"
+        else:
+            rel = f"../savepoints/{sp_dir.parent.name}"
+            dest_sp = out / release / "savepoints" / sp_dir.parent.name
+            if not (dest_sp / "_metadata").is_file() or (dest_sp / "pointer.txt").read_text() != pointer:
+                shutil.rmtree(dest_sp, ignore_errors=True)
+                dest_sp.mkdir(parents=True)
+                for f in sp_dir.iterdir():
+                    if f.is_file():
+                        shutil.copy2(f, dest_sp / f.name)
+                (dest_sp / "pointer.txt").write_text(pointer)
+        outcome["savepoint"]["fixture"] = rel
+        outcome["flink_release"] = release
+        dest = out / release / name
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        (dest / "outcome.json").write_text(json.dumps(outcome, indent=1) + "\n")
+        for g in ("graph-a.json", "graph-b.json"):
+            if (src / g).is_file():
+                (dest / g).write_text(json.dumps(json.loads((src / g).read_text()), indent=1) + "\n")
+        written.append(dest)
+    return written
+
+
+def _identical_pointer(release: str) -> str | None:
+    f = stage_dir(release) / "identical" / "outcome.json"
+    return json.loads(f.read_text())["savepoint"]["pointer"] if f.is_file() else None
+
+
+def generate(versions: list[str], scenarios: list[str], out: Path) -> list[Path]:
+    releases = [release_of(v) for v in versions]
+    plain = [s for s in scenarios if s != CROSS]
+    if CROSS in scenarios and "identical" not in plain:
+        plain.insert(0, "identical")
+    written: list[Path] = []
+    for release in releases:
+        ensure_flink(release)
+        stage = stage_dir(release)
+        shutil.rmtree(stage, ignore_errors=True)
+        stage.mkdir(parents=True)
+        run_java(release, stage, plain, None)
+        written += keep(release, stage, plain, out)
+    if CROSS in scenarios and len(releases) == 2:
+        for release in releases:
+            other = next(r for r in releases if r != release)
+            pointer = _identical_pointer(other)
+            if pointer:
+                run_java(release, stage_dir(release), [CROSS], pointer)
+                written += keep(release, stage_dir(release), [CROSS], out)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--versions", nargs="+", default=list(VERSIONS))
+    ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS))
+    ap.add_argument("--out", type=Path, default=FIXTURES)
+    args = ap.parse_args(argv)
+    t0 = time.monotonic()
+    written = generate(args.versions, args.scenarios, args.out)
+    print(f"[restores] {len(written)} scenario outcomes in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
