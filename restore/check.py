@@ -234,7 +234,8 @@ def _migration(graph: StreamGraph, ids: Any, sim: Simulation) -> list[dict[str, 
         rows.append({"node_id": nid, "name": pair.name, "uid": pair.uid, "new_id": pair.generated.hex(),
                      "alternative_ids": [a.hex() for a in pair.alternatives], "v2_id": v2[nid].hex(),
                      "savepoint_id": r.matched_id.hex() if r and r.matched_id else None,
-                     "matched_by": r.matched_by if r else "none"})
+                     # no assignment happens when the restore fails before it: say so, not "none"
+                     "matched_by": r.matched_by if r else ("restore fails" if sim.failure else "none")})
     return rows
 
 
