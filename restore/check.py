@@ -3,7 +3,7 @@
 The one library entry point (the CLI, Spark jobs and Airflow DAGs call exactly this):
 
     check_upgrade(savepoint, graph, *, hasher="v2", matching="fixed", allow_non_restored_state=False,
-                  flink_version=None, pointer=None, with_remedies=True) -> CheckResult
+                  flink_version=None, pointer=None, with_remedies=True, old_graph=None) -> CheckResult
 
 * `savepoint`: a path / file:// / s3:// name (read with `restore.storage.load_savepoint`) or a parsed
   `CheckpointMetadata`. `graph`: a `StreamGraph`, or a path to a graph spec / execution plan.
@@ -11,16 +11,28 @@ The one library entry point (the CLI, Spark jobs and Airflow DAGs call exactly t
   `restore.assignment.state_assignment`). `flink_version`: the Flink that will run the new job
   (default 2.3). `pointer`: the savepoint pointer Flink prints in errors (default: derived from
   where the savepoint was read, as Flink prints it: `file:/abs/dir`, `s3://bucket/dir`).
+* `old_graph`: the job graph that wrote the savepoint (same forms as `graph`). With it every state
+  is traced to its writer and compared with its receiver (`restore.misrouting`); without it the
+  savepoint's own operator names (metadata v5+) are used, and what cannot be verified is a warning.
 
 `CheckResult.to_json()` is the `check` contract of design §4.2 (stable field names):
-`verdict` (SAFE | STATE_LOSS | RESTORE_FAILS), `restore_succeeds`, `flink_error` (Flink's own
+`verdict` (SAFE | STATE_LOSS | STATE_MISROUTED | RESTORE_FAILS), `restore_succeeds`, `flink_error` (Flink's own
 message, or null), `operators[]` ({operator_id, name, uid, matched_by: generated|alternative|none,
 new_node_id, new_node_name, new_operator_id, state_bytes, lost_bytes, state_names, rescale{old_parallelism,
 new_parallelism, old_max_parallelism, max_parallelism, subtasks[{index, key_groups, keyed_from[],
 operator_state{name: {mode, elements, from}}, bytes}]}}), `losses[]` ({operator_id, name, bytes,
 state_names, reason}), `remedies[]` ({operator_id, node_id, node_name, action, matched_by, reason}),
 `verdict_with_remedies`, `migration[]` ({node_id, name, uid, new_id, alternative_ids, v2_id,
-savepoint_id, matched_by}), `warnings[]`. Bad input raises `hashing.errors.InputError`.
+savepoint_id, matched_by}), `warnings[]`, `misrouted[]` ({operator_id, name, uid, bytes, state_names,
+writer{node_id?, name, uid, ...}, receiver{node_id, name, uid}, counterpart{node_id, name, uid, matched_by}|null,
+detected_by: old-graph|savepoint|keyed-input, evidence[]}), `old_graph` (its name or null).
+Bad input raises `hashing.errors.InputError`.
+
+Verdict precedence, worst first: RESTORE_FAILS > STATE_MISROUTED > STATE_LOSS > SAFE. Misrouting
+outranks loss because it is silent twice over: the job runs, and an operator works on another
+operator's data (a source reading the wrong topic's offsets). A misrouted state usually also
+appears in `losses` (its writer's counterpart starts without it). Keyed state restored into an
+operator without keyed input (it took the id by position) is misrouting: it used to be STATE_LOSS.
 """
 
 from __future__ import annotations
@@ -32,8 +44,8 @@ from typing import Any
 from hashing.errors import InputError
 from hashing.graph import StreamGraph
 from hashing.operator_ids import compute_operator_ids
-from hashing.readers import load_graph
 from hashing.versions import FlinkVersion
+from restore import misrouting
 from restore import remedies as remedies_mod
 from restore.assignment.load_validation import has_state
 from restore.assignment.state_assignment import MATCHING_MODES, OperatorRestore
@@ -41,7 +53,8 @@ from restore.metadata.model import CheckpointMetadata, OperatorState
 from restore.simulation import Simulation, simulate
 from restore.storage import load_savepoint
 
-SAFE, STATE_LOSS, RESTORE_FAILS = "SAFE", "STATE_LOSS", "RESTORE_FAILS"
+SAFE, STATE_LOSS, STATE_MISROUTED, RESTORE_FAILS = "SAFE", "STATE_LOSS", "STATE_MISROUTED", "RESTORE_FAILS"
+VERDICTS = (RESTORE_FAILS, STATE_MISROUTED, STATE_LOSS, SAFE)  # worst first
 
 
 def state_names(op: OperatorState) -> list[str]:
@@ -86,6 +99,8 @@ class CheckResult:
     savepoint: str
     graph_name: str
     simulation: Simulation | None = field(default=None, compare=False, repr=False)
+    misrouted: tuple[dict[str, Any], ...] = ()
+    old_graph_name: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "restore_succeeds": self.restore_succeeds, "flink_error": self.flink_error,
@@ -93,7 +108,7 @@ class CheckResult:
                 "savepoint": self.savepoint, "graph": self.graph_name,
                 "operators": list(self.operators), "losses": list(self.losses), "remedies": list(self.remedies),
                 "verdict_with_remedies": self.verdict_with_remedies, "migration": list(self.migration),
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings), "misrouted": list(self.misrouted), "old_graph": self.old_graph_name}
 
 
 def _rescale(r: OperatorRestore) -> dict[str, Any]:
@@ -128,8 +143,9 @@ def _keyed_bytes(op: OperatorState) -> int:
 class _Findings:
     losses: list[dict[str, Any]]
     lost_states: list[OperatorState]
-    misrouted: dict[bytes, int]
+    misrouted: dict[bytes, int]  # keyed state id -> the node without keyed input that takes it
     warnings: list[str]
+    wrong_receiver: list[misrouting.Misrouted] = field(default_factory=list)
 
 
 def _loss(op: OperatorState, name: str | None, nbytes: int, reason: str, names: list[str] | None = None
@@ -175,8 +191,15 @@ def _findings(metadata: CheckpointMetadata, graph: StreamGraph, sim: Simulation,
                                   f"never reads it (it has this id by position)", ["keyed"]))
             f.misrouted[r.old.operator_id] = nid
             f.lost_states.append(r.old)
+            f.wrong_receiver.append(misrouting.Misrouted(
+                r.old, nid, None, "none", {"name": r.old.name, "uid": r.old.uid, "keyed_state": True}, "keyed-input",
+                [f"the savepoint holds keyed state under {r.old.operator_id_hex}; '{node.name}' has that id by "
+                 f"position but no keyed input, so it cannot be the operator that wrote it"]))
     present = {op.operator_id for op in metadata.operator_states if has_state(op)}
     for sid, nodes in claims.items():
+        # A node takes its first alternative the savepoint holds, else its generated id: only nodes whose
+        # *effective* id is the same compete (two setUidHash pins that swap ids back are deterministic).
+        nodes = [n for n in nodes if _effective_id(ids.pairs[n], present) == sid]
         if sid in present and len(set(nodes)) > 1:
             names = ", ".join(f"'{graph.by_id[n].name}'" for n in sorted(set(nodes)))
             f.warnings.append(f"state {sid.hex()} is claimed by several operators ({names}); Flink visits job "
@@ -191,6 +214,10 @@ def _findings(metadata: CheckpointMetadata, graph: StreamGraph, sim: Simulation,
                 f.losses.append(_loss(op, op.name, op.state_size, f"claimed by several operators ({names}); the "
                                                                   f"one Flink picks may not be the owner"))
     return f
+
+
+def _effective_id(pair: Any, present: set[bytes]) -> bytes:
+    return next((a for a in pair.alternatives if a in present), pair.generated)
 
 
 def _operator_rows(metadata: CheckpointMetadata, graph: StreamGraph, sim: Simulation,
@@ -239,10 +266,20 @@ def _migration(graph: StreamGraph, ids: Any, sim: Simulation) -> list[dict[str, 
     return rows
 
 
-def _evaluate(metadata: CheckpointMetadata, graph: StreamGraph, hasher: str, matching: str, version: FlinkVersion,
-              allow: bool, pointer: str) -> tuple[Any, Simulation, _Findings, str]:
+def _evaluate(metadata: CheckpointMetadata, side: misrouting.GraphSide, hasher: str, matching: str,
+              version: FlinkVersion, allow: bool, pointer: str, old: misrouting.GraphSide | None
+              ) -> tuple[Any, Simulation, Simulation, _Findings, str]:
+    """Simulate, collect losses and misrouting, and decide the verdict (precedence in the module docstring).
+
+    Returns (ids, the simulation, the one to show: if Flink fails, what would match with
+    --allowNonRestoredState, so losses and misrouting are still named, findings, verdict)."""
+    graph = side.graph
     ids = compute_operator_ids(graph, hasher, version)
     sim = simulate(metadata, graph, ids, pointer, allow_non_restored_state=allow, matching=matching)
+    shown = sim
+    if sim.failure is not None and not allow:
+        hypothetical = simulate(metadata, graph, ids, pointer, allow_non_restored_state=True, matching=matching)
+        shown = hypothetical if hypothetical.failure is None else sim
     all_ids: set[bytes] = set()
     claims: dict[bytes, list[int]] = {}
     for pair in ids.pairs.values():
@@ -250,28 +287,52 @@ def _evaluate(metadata: CheckpointMetadata, graph: StreamGraph, hasher: str, mat
             all_ids.add(i)
             claims.setdefault(i, []).append(pair.node_id)
     found = _findings(metadata, graph, sim, ids, all_ids, claims)
-    verdict = RESTORE_FAILS if sim.failure else (STATE_LOSS if found.losses else SAFE)
-    return ids, sim, found, verdict
+    if shown.assignment is not None:
+        old_ids = []
+        if old is not None:
+            old_version = FlinkVersion.parse("1.20") if metadata.version <= 4 else version
+            old_ids = [compute_operator_ids(old.graph, h, old_version) for h in dict.fromkeys(("v2", hasher))]
+        wrong, notes = misrouting.find(metadata, shown.assignment, side, old, old_ids)
+        found.warnings.extend(notes)
+        by_id = {m.state.operator_id: m for m in found.wrong_receiver}
+        for m in wrong:
+            if m.state.operator_id in by_id:  # also caught by the keyed-input rule: one entry, all evidence
+                k = by_id[m.state.operator_id]
+                k.evidence = [*m.evidence, *k.evidence]
+                k.counterpart, k.counterpart_by, k.writer, k.detected_by = (m.counterpart, m.counterpart_by,
+                                                                            m.writer, m.detected_by)
+            else:
+                found.wrong_receiver.append(m)
+    if sim.failure is not None:
+        verdict = RESTORE_FAILS
+    elif found.wrong_receiver:
+        verdict = STATE_MISROUTED
+    else:
+        verdict = STATE_LOSS if found.losses else SAFE
+    return ids, sim, shown, found, verdict
 
 
 def check_upgrade(savepoint: str | CheckpointMetadata, graph: StreamGraph | str | Path, *, hasher: str = "v2",
                   matching: str = "fixed", allow_non_restored_state: bool = False,
                   flink_version: str | FlinkVersion | None = None, pointer: str | None = None,
-                  with_remedies: bool = True) -> CheckResult:
+                  with_remedies: bool = True,
+                  old_graph: StreamGraph | misrouting.GraphSide | str | Path | None = None) -> CheckResult:
     if matching not in MATCHING_MODES:
         raise InputError(f"--matching {matching!r}: expected one of {', '.join(MATCHING_MODES)}")
     metadata = load_savepoint(savepoint) if isinstance(savepoint, str) else savepoint
-    if not isinstance(graph, StreamGraph):
-        graph = load_graph(graph).graph
+    side = misrouting.load_side(graph)
+    graph = side.graph
+    old = misrouting.old_graph_side(old_graph)
     version = flink_version if isinstance(flink_version, FlinkVersion) else FlinkVersion.parse(flink_version)
     pointer = pointer or savepoint_pointer(metadata)
-    ids, sim, found, verdict = _evaluate(metadata, graph, hasher, matching, version, allow_non_restored_state, pointer)
-    shown = sim
-    if sim.failure is not None and not allow_non_restored_state:
-        # Show what would match if Flink got past the failure (the losses name the cause either way).
-        hypothetical = simulate(metadata, graph, ids, pointer, allow_non_restored_state=True, matching=matching)
-        shown = hypothetical if hypothetical.failure is None else sim
+    ids, sim, shown, found, verdict = _evaluate(metadata, side, hasher, matching, version, allow_non_restored_state,
+                                                pointer, old)
     rows = _operator_rows(metadata, graph, shown, found.losses)
+    writers = {m.state.operator_id_hex: (m.writer or {}).get("name") for m in found.wrong_receiver}
+    for row in rows:  # a v4 savepoint has no names: show the writer's, not the receiver's
+        if writers.get(row["operator_id"]) and not any(o.name for o in metadata.operator_states
+                                                     if o.operator_id_hex == row["operator_id"]):
+            row["name"] = writers[row["operator_id"]]
     for v in sim.vertices:
         if v.mixed_max_parallelism:
             found.warnings.append(f"job vertex '{v.name}' chains operators whose own max parallelism differs from the "
@@ -279,16 +340,17 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: StreamGraph | str 
                                   f"the vertex's max parallelism (FLINK-40113 kind); unchaining them later changes it")
     remedies: list[remedies_mod.Remedy] = []
     remedied = None
-    if with_remedies and found.lost_states:
+    if with_remedies and (found.lost_states or found.wrong_receiver):
         remedies = remedies_mod.propose(found.lost_states, sim.assignment, graph, found.misrouted)
+        remedies += remedies_mod.route_back(found.wrong_receiver, graph, remedies)
         if any(r.action for r in remedies):
-            fixed_graph = remedies_mod.apply(graph, remedies)
-            remedied = _evaluate(metadata, fixed_graph, hasher, matching, version, allow_non_restored_state,
-                                 pointer)[3]
+            fixed = misrouting.GraphSide(remedies_mod.apply(graph, remedies), side.extras, side.origin)
+            remedied = _evaluate(metadata, fixed, hasher, matching, version, allow_non_restored_state, pointer, old)[4]
+    misrouted = tuple(m.to_json(graph, state_names(m.state)) for m in found.wrong_receiver)
     return CheckResult(
         verdict=verdict, restore_succeeds=sim.failure is None,
         flink_error=sim.failure.message if sim.failure else None, operators=tuple(rows),
         losses=tuple(found.losses), remedies=tuple(r.to_json() for r in remedies), verdict_with_remedies=remedied,
         migration=tuple(_migration(graph, ids, sim)), warnings=tuple(found.warnings), hasher=hasher,
         matching=matching, flink_version=str(version), savepoint=metadata.source, graph_name=graph.name,
-        simulation=sim)
+        simulation=sim, misrouted=misrouted, old_graph_name=old.graph.name if old else None)

@@ -8,6 +8,11 @@ when the savepoint holds state under it), or `uid("<old uid>")` when the old uid
 node has none (that also brings back coordinator state, which Flink looks up by generated id
 only). A stateless operator that took someone else's keyed state gets a `uid(...)` so it stops
 claiming the old id. When no unique counterpart exists, say so: a person must decide.
+
+Misrouted state (`route_back`): pin each state on its writer's counterpart with `setUidHash("<old
+id>")` (a pin does not change the node's generated id, so nothing downstream is re-keyed), and give
+a uid to every uid-less receiver that would otherwise keep claiming the id by position. The caller
+re-simulates the pinned graph, misrouting check included, so the remedy is verified, not hoped for.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 from hashing.graph import Factory, Partitioner, StreamGraph, StreamNode
 from restore.assignment.state_assignment import Assignment
 from restore.metadata.model import OperatorState
+from restore.misrouting import Misrouted
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,37 @@ def propose(lost: list[OperatorState], assignment: Assignment | None, graph: Str
             m = graph.by_id[nid]
             out.append(Remedy(sid.hex(), m.id, m.name, f'uid("{m.name}")', "position",
                               f"'{m.name}' takes this keyed state by position but has no keyed input", uid=m.name))
+    return out
+
+
+def route_back(wrong: list[Misrouted], graph: StreamGraph, already: list[Remedy]) -> list[Remedy]:
+    """Pins that send misrouted state back to its writer's counterpart (skipping states `already` handles)."""
+    done = {r.operator_id for r in already if r.action}
+    pinned = {r.node_id for r in already if r.uid_hash}
+    out: list[Remedy] = []
+    for m in wrong:
+        hexid = m.state.operator_id_hex
+        if hexid in done:
+            continue
+        if m.counterpart is None:
+            out.append(Remedy(hexid, None, None, None, "none",
+                              f"the writer's counterpart in the new job is unknown; pin the operator that should "
+                              f"own this state with setUidHash(\"{hexid}\"), and give "
+                              f"'{graph.by_id[m.receiver].name}' a uid"))
+            continue
+        c = graph.by_id[m.counterpart]
+        out.append(Remedy(hexid, c.id, c.name, f'setUidHash("{hexid}")', m.counterpart_by,
+                          f"routes the state its writer left under {hexid} back to '{c.name}' (the alternative id wins "
+                          f"when the savepoint holds state under it)", uid_hash=hexid))
+        pinned.add(c.id)
+    for m in wrong:
+        recv = graph.by_id[m.receiver]
+        if m.counterpart is None or recv.id in pinned or recv.uid is not None or m.state.operator_id_hex in done:
+            continue
+        pinned.add(recv.id)  # once per receiver
+        out.append(Remedy(m.state.operator_id_hex, recv.id, recv.name, f'uid("{recv.name}")', "position",
+                          f"'{recv.name}' has this id by position only; a uid gives it an id of its own, so it stops "
+                          f"taking state that is not its own", uid=recv.name))
     return out
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from restore.check import SAFE, STATE_LOSS, CheckResult
+from restore.check import SAFE, STATE_LOSS, STATE_MISROUTED, CheckResult
 
-_COLORS = {SAFE: "#1a7f37", STATE_LOSS: "#b35900", "RESTORE_FAILS": "#c62828"}
+_COLORS = {SAFE: "#1a7f37", STATE_LOSS: "#b35900", STATE_MISROUTED: "#8e24aa", "RESTORE_FAILS": "#c62828"}
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -75,6 +75,7 @@ def render_html(res: CheckResult) -> str:
     color = _COLORS.get(res.verdict, "#333")
     summary = {SAFE: "The savepoint restores into the new job and every byte of state lands on an operator.",
                STATE_LOSS: "The restore succeeds, but state is dropped or reset.",
+               STATE_MISROUTED: "The restore succeeds, but some state lands on an operator that did not write it.",
                "RESTORE_FAILS": "Flink will refuse to start the new job from this savepoint."}[res.verdict]
     out = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{escape(res.verdict)}: "
            f"{escape(res.graph_name)} restore check</title><style>body{{font-family:sans-serif;margin:2em;"
@@ -92,6 +93,12 @@ def render_html(res: CheckResult) -> str:
         ["operator id", "name", "matched by", "new node", "bytes", "lost bytes", "state"],
         [[o["operator_id"], o["name"], o["matched_by"], o["new_node_name"], o["state_bytes"], o["lost_bytes"],
           ", ".join(o["state_names"])] for o in res.operators]))
+    if res.misrouted:
+        out.append("<h2>Misrouted state</h2>" + _table(
+            ["operator id", "written by", "restored into", "should go to", "state", "evidence"],
+            [[m["operator_id"], (m["writer"] or {}).get("name"), m["receiver"]["name"],
+              (m["counterpart"] or {}).get("name"), ", ".join(m["state_names"]), " | ".join(m["evidence"])]
+             for m in res.misrouted]))
     if res.losses:
         out.append("<h2>State at risk</h2>" + _table(
             ["operator id", "name", "bytes", "state", "why"],

@@ -83,7 +83,7 @@ def disagreements(res: CheckResult, run: dict[str, Any], skip: frozenset[str] = 
             i = real["subtask"]
             s = sim_subs.get(i, {"operator_state": {}, "keyed_from": [], "key_groups": None})
             for metric, value in real.items():
-                if metric in ("subtask",):
+                if metric == "subtask" or metric.startswith("values:"):  # writers' values: test_restore_misrouting
                     continue
                 if metric == "keyed_entries":
                     want = expected_keyed_entries(s, sim.get("max_parallelism") or 128) if row else 0
@@ -103,3 +103,25 @@ def disagreements(res: CheckResult, run: dict[str, Any], skip: frozenset[str] = 
                 if value != want:
                     out.append(f"{op}[{i}].{metric}: Flink {value}, simulator {want}")
     return out
+
+
+def _short(name: str) -> str:
+    return name.removeprefix("Source: ")
+
+
+def real_misrouting(run: dict[str, Any]) -> set[tuple[str, str]]:
+    """(writer, receiver) pairs where a function received values it did not write."""
+    out = set()
+    for op, subtasks in run["restored"].items():
+        for sub in subtasks:
+            for metric, writers in sub.items():
+                if metric.startswith("values:"):
+                    out |= {(w, op) for w in writers if w != op}
+    return out
+
+
+def gate_misrouting(res: CheckResult, reporters: set[str]) -> set[tuple[str, str]]:
+    """(writer, receiver) pairs the gate calls misrouted, for receivers whose functions report."""
+    pairs = {(_short((m["writer"] or {}).get("name") or m["name"] or "?"), _short(m["receiver"]["name"]))
+             for m in res.misrouted}
+    return {p for p in pairs if p[1] in reporters}

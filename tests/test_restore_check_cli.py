@@ -76,5 +76,6 @@ def test_table_output_names_verdict_and_losses(cli) -> None:
     p = cli("check", "--savepoint", str(R23 / "savepoints" / "uids-but-keyed-p2"),
             "--graph", str(R23 / "map-inserted-before-uidless-keyed" / "graph-b.json"))
     assert p.returncode == 1
-    assert p.stdout.startswith("VERDICT: STATE_LOSS   (with the remedies below: SAFE)")
+    # keyed state taken by a map without keyed input: misrouted (issue 8; it was STATE_LOSS before)
+    assert p.stdout.startswith("VERDICT: STATE_MISROUTED   (with the remedies below: SAFE)")
     assert "no keyed input" in p.stdout and 'uid("inserted")' in p.stdout

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from restore.check import SAFE, STATE_LOSS, savepoint_pointer
+from restore.check import SAFE, STATE_LOSS, STATE_MISROUTED, savepoint_pointer
 from restore.storage import load_savepoint
 from tests.restore_support import AMBIGUOUS, KEYS, Scenario, disagreements, root_error, scenarios
 
@@ -45,23 +45,27 @@ def test_simulator_agrees_with_flink(sc: Scenario) -> None:
 
 @pytest.mark.parametrize("sc", ALL, ids=str)
 def test_verdict_matches_what_the_functions_got_back(sc: Scenario) -> None:
-    """SAFE only if every keyed entry came back; a real loss of keyed entries is never called SAFE."""
+    """SAFE only if every keyed entry came back; a real loss of keyed entries is never called SAFE.
+
+    Keyed state that went to the wrong operator (issue 8) is STATE_MISROUTED, which outranks STATE_LOSS
+    (map-inserted-before-uidless-keyed and uid-hash-unknown-id-no-uid were STATE_LOSS before)."""
     run = sc.outcome["restore"]
-    if run["status"] != "RUNNING":
-        return
+    if run["status"] != "RUNNING" or "keyed" not in run["restored"]:
+        return  # the misroute-* jobs have no "keyed" operator: test_restore_misrouting checks them
     res = sc.check(False)
     restored_keys = sum(s.get("keyed_entries", 0) for s in run["restored"].get("keyed", []))
     if res.verdict == SAFE:
         assert restored_keys == len(KEYS)
     if restored_keys < len(KEYS):
-        assert res.verdict == STATE_LOSS and res.losses
+        assert res.verdict in (STATE_LOSS, STATE_MISROUTED) and res.losses
 
 
 def test_job_a_had_every_key_in_state() -> None:
     for sc in ALL:
-        snap = sc.outcome["savepoint"].get("snapshot")
-        if snap:
-            assert sum(s["keyed_entries"] for s in snap["keyed"]) == len(KEYS), sc
+        snap = sc.outcome["savepoint"].get("snapshot") or {}
+        for op in ("keyed", "branch-a", "branch-b"):  # fed by the fast sequence (the union job's sources are slow)
+            if op in snap:
+                assert sum(s["keyed_entries"] for s in snap[op]) == len(KEYS), (sc, op)
 
 
 def test_pointer_is_printed_as_flink_prints_it() -> None:

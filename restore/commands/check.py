@@ -12,13 +12,16 @@ from restore.text_table import render
 
 NAME = "check"
 ORDER = 4
-HELP = ("simulate restoring SAVEPOINT into the job GRAPH as Flink would: SAFE, STATE_LOSS or RESTORE_FAILS, with "
-        "the operators, state names and bytes at risk and the smallest fix")
+HELP = ("simulate restoring SAVEPOINT into the job GRAPH as Flink would: SAFE, STATE_LOSS, STATE_MISROUTED or "
+        "RESTORE_FAILS, with the operators, state names and bytes at risk and the smallest fix")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--savepoint", required=True, help="savepoint directory, _metadata file, file:// or s3://")
     parser.add_argument("--graph", required=True, help="the new job's graph spec (JSON/YAML) or execution plan")
+    parser.add_argument("--old-graph", default=None,
+                        help="the job graph that wrote the savepoint (spec, plan or exporter output): traces every "
+                             "state to its writer to catch state restored into the wrong operator")
     parser.add_argument("--hasher", choices=("v2", "v3"), default="v2", help="v2 = Flink's; v3 = FLIP-411")
     parser.add_argument("--matching", choices=("fixed", "naive"), default="fixed",
                         help="V3 alternative-id matching: fixed (ordered list) or naive (one pair per legacy hasher)")
@@ -38,6 +41,11 @@ def render_table(res: CheckResult) -> str:
              else "", o["state_bytes"], o["lost_bytes"], ", ".join(o["state_names"])) for o in res.operators]
     lines.append(render(("operator id", "name", "matched by", "new node", "bytes", "lost", "state"), rows,
                         title=f"{res.graph_name} <- {res.savepoint} (hasher {res.hasher}, Flink {res.flink_version})"))
+    if res.misrouted:
+        lines += ["", render(("operator id", "written by", "restored into", "should go to", "evidence"),
+                             [(m["operator_id"], (m["writer"] or {}).get("name") or "?", m["receiver"]["name"],
+                               (m["counterpart"] or {}).get("name") or "?", m["evidence"][0]) for m in res.misrouted],
+                             title="Misrouted state (restores into an operator that did not write it)")]
     if res.losses:
         lines += ["", render(("operator id", "name", "bytes", "state", "why"),
                              [(x["operator_id"], x["name"] or "", x["bytes"], ", ".join(x["state_names"]), x["reason"])
@@ -52,9 +60,16 @@ def render_table(res: CheckResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    graph = load_with_notes(args.graph).graph
+    loaded = load_with_notes(args.graph)
+    # a spec path keeps its descriptive node fields (kind, state, key_type) for the misrouting check
+    graph = args.graph if loaded.kind == "spec" else loaded.graph
+    old = None
+    if args.old_graph:
+        old_loaded = load_with_notes(args.old_graph)
+        old = args.old_graph if old_loaded.kind == "spec" else old_loaded.graph
     res = check_upgrade(args.savepoint, graph, hasher=args.hasher, matching=args.matching,
-                        allow_non_restored_state=args.allow_non_restored_state, flink_version=args.flink_version)
+                        allow_non_restored_state=args.allow_non_restored_state, flink_version=args.flink_version,
+                        old_graph=old)
     if args.format == "json":
         text = json.dumps(res.to_json(), indent=2) + "\n"
     elif args.format == "html":

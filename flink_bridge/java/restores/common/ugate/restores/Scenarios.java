@@ -51,5 +51,19 @@ final class Scenarios {
         add("empty-state-operator-removed", e2, u2);
         add("chain-mixed-max-parallelism", u2, u2.copy(s -> s.listsMaxParallelism = 256));
         add("cross-version", null, u2);
+
+        // Issue 8: state that restores into the wrong operator. Every stateful function reports the writers of the
+        // values it got back ("values:<state>"), so the fixtures show which operator's state landed where.
+        Shape srcN = new Shape("mr-sources-no-uids").copy("mr-sources-no-uids", s -> { s.uids = false; s.misroute = "sources"; });
+        Shape srcU = srcN.copy("mr-sources-uids", s -> s.uids = true);
+        Shape brN = srcN.copy("mr-branches-no-uids", s -> s.misroute = "branches");
+        Shape chN = srcN.copy("mr-chain-no-uids", s -> s.misroute = "chain");
+        Shape unN = srcN.copy("mr-union-no-uids", s -> s.misroute = "union");
+        add("misroute-identical-no-uids", srcN, srcN);
+        add("misroute-sources-swapped-no-uids", srcN, srcN.copy(s -> s.swapSources = true));
+        add("misroute-sources-swapped-uids", srcU, srcU.copy(s -> s.swapSources = true));
+        add("misroute-keyed-branches-reordered", brN, brN.copy(s -> s.swapSources = true));
+        add("misroute-map-inserted-shifts-ids", chN, chN.copy(s -> s.insertMap = true));
+        add("misroute-union-inputs-reordered", unN, unN.copy(s -> s.swapSources = true));
     }
 }

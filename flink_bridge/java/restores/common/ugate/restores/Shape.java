@@ -36,6 +36,8 @@ final class Shape {
     boolean addOperator;
     boolean emptyListOp;
     boolean swapSources;
+    /** A job of the misrouting family (see Misroute), or null for the fixture job above. */
+    String misroute;
 
     Shape(String key) { this.key = key; }
 
@@ -57,6 +59,7 @@ final class Shape {
         s.addOperator = addOperator;
         s.emptyListOp = emptyListOp;
         s.swapSources = swapSources;
+        s.misroute = misroute;
         change.accept(s);
         return s;
     }
@@ -69,6 +72,7 @@ final class Shape {
 
     /** (operator, subtask) pairs whose user functions report on initialization. */
     int expectedReporters() {
+        if (misroute != null) return Misroute.expectedReporters(this);
         int n = keyedP() + parallelism /* broadcast */ + parallelism /* rules */;
         if (!removeLists) n += listsP();
         if (addOperator) n += parallelism;
@@ -87,6 +91,12 @@ final class Shape {
         env.setParallelism(parallelism);
         if (maxParallelism > 0) env.setMaxParallelism(maxParallelism);
         if (disableChaining) env.disableOperatorChaining();
+        if (misroute != null) {
+            Misroute.build(this, env);
+            StreamGraph g = env.getStreamGraph(false);
+            g.setJobName(jobName);
+            return g;
+        }
         DataStream<Long> rules = swapSources ? rules(env) : null;
         SingleOutputStreamOperator<Long> numbers = env.fromSequence(0, Long.MAX_VALUE).name("numbers");
         if (uids && sourceUid) numbers.uid("numbers");

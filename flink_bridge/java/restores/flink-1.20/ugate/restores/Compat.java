@@ -21,4 +21,18 @@ final class Compat {
 
         @Override public void cancel() { running = false; }
     }
+
+    static DataStreamSource<Long> taggedSource(StreamExecutionEnvironment env, String tag) {
+        return env.addSource(new TaggedSource(tag));
+    }
+
+    static final class TaggedSource extends Misroute.TaggedSourceBody implements ParallelSourceFunction<Long> {
+        TaggedSource(String tag) { super(tag); }
+
+        @Override public void run(SourceContext<Long> ctx) throws Exception {
+            runLoop(ctx::getCheckpointLock, ctx::collect);
+        }
+
+        @Override public void cancel() { running = false; }
+    }
 }
