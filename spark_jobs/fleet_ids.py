@@ -1,0 +1,182 @@
+"""fleet_ids: V2 and V3 operator ids of every node of every job in a catalogue of graph specs.
+
+Input: a folder or `s3://` prefix holding job graph specs (design §4.1; JSON or YAML, any depth;
+Flink execution plans are accepted too). A job is named by its file's path below the root,
+without the extension. Output: a Parquet table with one row per stream node (`SCHEMA`): the V2
+id Flink assigns today, the V3 id FLIP-411 would assign, both lists of alternative ids, the job
+vertex (chain) it runs in under each hasher, and whether its id changes and what lets V2 state
+restore into it. A spec that cannot be read gives one row with `error` set (the other jobs still
+get their rows), so one bad file does not hide a fleet's answer.
+
+All the Flink rules are the core's (`hashing.operator_ids.compute_operator_ids`,
+`hashing.migration.v2_to_v3`); this job only spreads files over executors and flattens results.
+Specs are read inside the executors (boto3 for `s3://`), many per task, and results leave each
+task as Arrow batches, because per-row Python UDFs would cost more than the hashing itself.
+
+    spark-submit spark_jobs/fleet_ids.py --catalogue s3://bucket/graphs --output /data/fleet-ids
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from spark_jobs import common
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+JOB = "fleet_ids"
+SPEC_SUFFIXES = (".json", ".yaml", ".yml")
+SCHEMA_DDL = (
+    "job string, spec string, graph_name string, node_id long, name string, uid string, uid_hash string, "
+    "parallelism int, max_parallelism int, v2_id string, v3_id string, v2_alternatives array<string>, "
+    "v3_alternatives array<string>, v2_job_vertex string, v3_job_vertex string, chain_position int, "
+    "chain_length int, id_changes boolean, restores_by string, error string"
+)
+_ROWS_PER_BATCH = 20_000
+
+
+def catalogue(spark: SparkSession, source: str, partitions: int | None = None) -> DataFrame:
+    """(job, spec) for every spec file below `source`, spread over `partitions` tasks."""
+    root = common.parse_location(source)
+    files = common.list_files(root, SPEC_SUFFIXES)
+    if not files:
+        raise common.JobError(f"{source}: no graph specs ({', '.join(SPEC_SUFFIXES)}) found")
+    rows = [(common.job_name_of(f, root), f) for f in files]
+    n = common.default_partitions(spark, partitions, len(rows))
+    return spark.sparkContext.parallelize(rows, n).toDF("job string, spec string")
+
+
+def load_spec(path: str, client: Any | None = None) -> Any:
+    """Read and parse one graph document (JSON or YAML) from a path or `s3://` URI."""
+    from hashing.errors import InputError
+    from hashing.readers.source import parse_text
+
+    try:
+        data = common.read_bytes(path, client)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except common.JobError as exc:
+        raise InputError(str(exc)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); expected a JSON or YAML graph") from None
+    return parse_text(text, path, yaml_first=path.lower().endswith((".yaml", ".yml")))
+
+
+def node_rows(job: str, spec_path: str, doc: Any, flink_version: str | None) -> list[dict[str, Any]]:
+    """The table rows of one job: the core's V2 and V3 `OperatorIDPair`s and chains, flattened."""
+    from hashing.migration import v2_to_v3
+    from hashing.operator_ids import compute_operator_ids
+    from hashing.readers import parse_graph
+
+    graph = parse_graph(doc, spec_path).graph
+    v2 = compute_operator_ids(graph, "v2", flink_version)
+    v3 = compute_operator_ids(graph, "v3", flink_version)
+    migration = {row.node_id: row for row in v2_to_v3(graph, flink_version)}
+    vertex_of: dict[int, tuple[str, str, int, int]] = {}
+    for vertex2, vertex3 in zip(v2.job_vertices, v3.job_vertices, strict=True):
+        head_first = vertex2.node_ids_head_first
+        for pos, nid in enumerate(head_first):
+            vertex_of[nid] = (vertex2.id.hex(), vertex3.id.hex(), pos, len(head_first))
+    rows = []
+    for node in graph.nodes:
+        p2, p3, m = v2.pairs[node.id], v3.pairs[node.id], migration[node.id]
+        vx2, vx3, pos, length = vertex_of[node.id]
+        rows.append({
+            "job": job, "spec": spec_path, "graph_name": graph.name, "node_id": node.id, "name": node.name,
+            "uid": node.uid, "uid_hash": node.uid_hash, "parallelism": node.parallelism,
+            "max_parallelism": graph.effective_max_parallelism(node),
+            "v2_id": p2.generated.hex(), "v3_id": p3.generated.hex(),
+            "v2_alternatives": [a.hex() for a in p2.alternatives],
+            "v3_alternatives": [a.hex() for a in p3.alternatives],
+            "v2_job_vertex": vx2, "v3_job_vertex": vx3, "chain_position": pos, "chain_length": length,
+            "id_changes": m.changed, "restores_by": m.restores_by, "error": None,
+        })
+    return rows
+
+
+def error_row(job: str, spec_path: str, message: str) -> dict[str, Any]:
+    return {"job": job, "spec": spec_path, "error": message}
+
+
+def _arrow_schema() -> pa.Schema:
+    return common.arrow_schema(SCHEMA_DDL)
+
+
+def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None) -> Iterator[pa.RecordBatch]:
+    """Executor side: every (job, spec) of the task -> node rows, as Arrow batches."""
+    import pyarrow as pa
+
+    from hashing.errors import InputError
+
+    schema = _arrow_schema()
+    client = None
+    pending: list[dict[str, Any]] = []
+    for batch in batches:
+        for job, path in zip(batch.column("job").to_pylist(), batch.column("spec").to_pylist(), strict=True):
+            try:
+                if client is None and path.startswith(("s3://", "s3a://")):
+                    client = common.s3_client()
+                pending.extend(node_rows(job, path, load_spec(path, client), flink_version))
+            except InputError as exc:
+                pending.append(error_row(job, path, str(exc)))
+            except Exception as exc:  # an S3 failure or a bug must name the job, not kill the fleet run
+                pending.append(error_row(job, path, f"{type(exc).__name__}: {exc}"))
+            if len(pending) >= _ROWS_PER_BATCH:
+                yield pa.RecordBatch.from_pylist(pending, schema=schema)
+                pending = []
+    if pending:
+        yield pa.RecordBatch.from_pylist(pending, schema=schema)
+
+
+def fleet_ids(jobs: DataFrame, flink_version: str | None = None) -> DataFrame:
+    """(job, spec) rows -> one row per stream node (`SCHEMA_DDL`), computed by the core in executors."""
+    return jobs.select("job", "spec").mapInArrow(lambda it: ids_partition(it, flink_version),
+                                                 common.spark_schema(SCHEMA_DDL))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="spark-submit spark_jobs/fleet_ids.py",
+        description="V2 and V3 operator ids (and the V2->V3 mapping) of every job graph spec in a catalogue, "
+                    "as one Parquet row per stream node.")
+    p.add_argument("--catalogue", required=True, help="folder or s3://bucket/prefix of graph specs (JSON/YAML)")
+    p.add_argument("--output", required=True, help="Parquet table to write (replaced atomically with --overwrite)")
+    p.add_argument("--flink-version", default=None, help="Flink version that runs the jobs (default: newest, 2.3)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    common.add_spark_arguments(p)
+    return p
+
+
+def _run(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    log = common.get_logger(JOB)
+    spark = common.build_session(JOB, args.master)
+    t = time.perf_counter()
+    jobs = catalogue(spark, args.catalogue, args.partitions)
+    log.info("catalogue %s: %d specs in %d tasks", args.catalogue, jobs.count(), jobs.rdd.getNumPartitions())
+    common.write_parquet(fleet_ids(jobs, args.flink_version), args.output, overwrite=args.overwrite)
+    out = spark.read.parquet(args.output)
+    errors = out.filter("error is not null").count()
+    log.info("wrote %s: %d nodes, %d jobs with errors, in %.1f s", args.output, out.filter("error is null").count(),
+             errors, time.perf_counter() - t)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return common.run_main(JOB, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

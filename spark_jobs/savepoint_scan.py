@@ -1,0 +1,177 @@
+"""savepoint_scan: what the newest savepoint of every job holds, one row per operator state.
+
+Input: a root (folder or `s3://bucket/prefix`) whose immediate children are the jobs' savepoint
+prefixes (`<root>/<job>/savepoint-.../_metadata`, Flink's `state.savepoints.dir` per job), or a
+CSV/JSON/Parquet list of `job, savepoint` (any path or URI the product accepts). For each job the
+newest *complete* savepoint is chosen exactly as `upgrade-gate inspect` chooses it
+(`restore.storage`: the newest `_metadata` under the prefix), read and parsed by the product's
+reader (`restore.metadata`, verified against real Flink), inside the executors. S3 objects are
+fetched with boto3 from the executors (no s3a jars exist here, design §6; credentials come from
+the standard AWS environment of the executors, never from arguments). Savepoints are only read.
+
+Output: a Parquet table (`SCHEMA_DDL`): job, the `_metadata` it came from, format version,
+checkpoint id, savepoint format, then per operator its id, name/uid (v5+ files), parallelism,
+max parallelism, finished flags, state kinds and names, and bytes per kind. A job whose savepoint
+cannot be found or read gets one row with `error` set.
+
+    spark-submit spark_jobs/savepoint_scan.py --savepoints s3://bucket/savepoints --output /data/scan
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from spark_jobs import common
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+JOB = "savepoint_scan"
+SCHEMA_DDL = (
+    "job string, savepoint string, metadata string, metadata_version int, checkpoint_id long, "
+    "snapshot_type string, snapshot_format string, operator_id string, name string, uid string, "
+    "parallelism int, max_parallelism int, fully_finished boolean, finished_subtasks int, subtasks int, "
+    "state_kinds array<string>, state_names array<string>, state_modes array<string>, "
+    "coordinator_state_bytes long, managed_keyed_bytes long, raw_keyed_bytes long, managed_operator_bytes long, "
+    "raw_operator_bytes long, channel_state_bytes long, state_bytes long, error string"
+)
+_KINDS = ("managed_keyed", "raw_keyed", "managed_operator", "raw_operator")
+
+
+def savepoint_jobs(spark: SparkSession, source: str, partitions: int | None = None) -> DataFrame:
+    """(job, savepoint) for every job: the children of a root, or a CSV/JSON/Parquet list."""
+    lower = source.lower().rstrip("/")
+    if lower.endswith((".csv", ".json", ".parquet")):
+        reader = spark.read.option("header", "true") if lower.endswith(".csv") else spark.read
+        fmt = lower.rsplit(".", 1)[-1]
+        listed = reader.format(fmt).load(source)
+        missing = {"job", "savepoint"} - set(listed.columns)
+        if missing:
+            raise common.JobError(f"{source}: needs columns job and savepoint (missing: {', '.join(sorted(missing))})")
+        rows = [(r["job"], r["savepoint"]) for r in listed.select("job", "savepoint").collect()]
+    else:
+        root = common.parse_location(source)
+        rows = [(name, root.child(name).uri) for name in common.list_children(root)]
+    if not rows:
+        raise common.JobError(f"{source}: no jobs found")
+    n = common.default_partitions(spark, partitions, len(rows))
+    return spark.sparkContext.parallelize(rows, n).toDF("job string, savepoint string")
+
+
+def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str, Any]]:
+    """Find, read and parse one job's newest savepoint; one row per operator state (the inspect view)."""
+    from restore.metadata import parse_metadata, to_json
+    from restore.storage import read_metadata_blob
+
+    blob = read_metadata_blob(savepoint, client=client)
+    meta = parse_metadata(blob.data, blob.source, blob.base_dir)
+    view = to_json(meta)
+    props = view.get("properties") or {}
+    head = {"job": job, "savepoint": savepoint, "metadata": blob.source, "metadata_version": view["version"],
+            "checkpoint_id": view["checkpoint_id"], "snapshot_type": props.get("type"),
+            "snapshot_format": props.get("format"), "error": None}
+    rows = []
+    for op in view["operators"]:
+        kinds: set[str] = set()
+        names: dict[str, str] = {}
+        sizes = dict.fromkeys(_KINDS, 0)
+        channel = 0
+        for st in op["subtasks"]:
+            channel += st["channel_state_bytes"]
+            for kind in _KINDS:
+                for handle in st[kind]:
+                    kinds.add(kind)
+                    sizes[kind] += handle["bytes"]
+                    for state, info in handle.get("states", {}).items():
+                        names[state] = info["mode"]
+        if op["coordinator_state_bytes"] is not None:
+            kinds.add("coordinator")
+        if channel:
+            kinds.add("channel")
+        ordered = sorted(names)
+        rows.append({**head, "operator_id": op["operator_id"], "name": op["name"], "uid": op["uid"],
+                     "parallelism": op["parallelism"], "max_parallelism": op["max_parallelism"],
+                     "fully_finished": op["fully_finished"],
+                     "finished_subtasks": sum(1 for st in op["subtasks"] if st["finished"]),
+                     "subtasks": len(op["subtasks"]), "state_kinds": sorted(kinds), "state_names": ordered,
+                     "state_modes": [names[n] for n in ordered],
+                     "coordinator_state_bytes": op["coordinator_state_bytes"] or 0,
+                     **{f"{k}_bytes": v for k, v in sizes.items()}, "channel_state_bytes": channel,
+                     "state_bytes": op["state_bytes"]})
+    return rows or [{**head, "error": None}]
+
+
+def scan_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Executor side: one boto3 client per task, every job of the task -> operator rows."""
+    import pyarrow as pa
+
+    from hashing.errors import InputError
+
+    schema = common.arrow_schema(SCHEMA_DDL)
+    client = None
+    for batch in batches:
+        rows: list[dict[str, Any]] = []
+        for job, savepoint in zip(batch.column("job").to_pylist(), batch.column("savepoint").to_pylist(),
+                                  strict=True):
+            try:
+                if client is None and savepoint.startswith(("s3://", "s3a://")):
+                    client = common.s3_client()
+                rows.extend(operator_rows(job, savepoint, client))
+            except InputError as exc:  # missing savepoint, bad _metadata, S3 errors (StorageError)
+                rows.append({"job": job, "savepoint": savepoint, "error": str(exc)})
+            except Exception as exc:
+                rows.append({"job": job, "savepoint": savepoint, "error": f"{type(exc).__name__}: {exc}"})
+        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def savepoint_scan(jobs: DataFrame) -> DataFrame:
+    """(job, savepoint) rows -> one row per operator state of each job's newest savepoint."""
+    return jobs.select("job", "savepoint").mapInArrow(scan_partition, common.spark_schema(SCHEMA_DDL))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="spark-submit spark_jobs/savepoint_scan.py",
+        description="For every job, the newest complete savepoint under its prefix -> one Parquet row per "
+                    "operator state (id, name/uid, parallelism, max parallelism, state kinds and names, bytes).")
+    p.add_argument("--savepoints", required=True,
+                   help="root whose children are the jobs' savepoint prefixes (folder or s3://bucket/prefix), "
+                        "or a .csv/.json/.parquet list with columns job, savepoint")
+    p.add_argument("--output", required=True, help="Parquet table to write (replaced atomically with --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    common.add_spark_arguments(p)
+    return p
+
+
+def _run(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    log = common.get_logger(JOB)
+    spark = common.build_session(JOB, args.master)
+    t = time.perf_counter()
+    jobs = savepoint_jobs(spark, args.savepoints, args.partitions)
+    log.info("%s: %d jobs in %d tasks", args.savepoints, jobs.count(), jobs.rdd.getNumPartitions())
+    common.write_parquet(savepoint_scan(jobs), args.output, overwrite=args.overwrite)
+    out = spark.read.parquet(args.output)
+    stats = out.selectExpr("count(operator_id) as ops",
+                           "count(distinct case when error is not null then job end) as bad",
+                           "coalesce(sum(state_bytes), 0) as bytes").first()
+    log.info("wrote %s: %d operator states, %d bytes of state, %d jobs with errors, in %.1f s", args.output,
+             stats["ops"], stats["bytes"], stats["bad"], time.perf_counter() - t)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return common.run_main(JOB, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
