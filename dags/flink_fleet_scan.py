@@ -1,0 +1,108 @@
+"""flink_fleet_scan: every job of the fleet against its newest savepoint, daily.
+
+    fleet_ids (Spark) ──┐
+    savepoint_scan (Spark) ┴─ fleet_check (Spark) ── publish_reports ── alert_incompatible ── summary
+
+Inputs: the catalogue of the *next* job graphs (one spec per job, named by its path) and the
+savepoint root (one prefix per job); both default to Airflow Variables
+(`upgrade_gate_catalogue`, `upgrade_gate_savepoint_root`). Reports land in the store the UI view
+reads; each incompatible job gets the same alert as `flink_upgrade_gate`. Wiring only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import Param, dag, task
+from flink_gate import fleet
+from flink_gate.notifications import GateEmailNotifier, GateSlackWebhookNotifier, GateWebhookNotifier
+from flink_gate.operators.spark import SparkGateJobOperator
+from flink_gate.steps import REPO
+
+WORK = "{{ ti.xcom_pull(task_ids='prepare') }}"
+CATALOGUE = "{{ params.catalogue or var.value.get('upgrade_gate_catalogue', '') }}"
+SAVEPOINTS = "{{ params.savepoint_root or var.value.get('upgrade_gate_savepoint_root', '') }}"
+SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "4",
+              "spark.default.parallelism": "2"}
+
+
+def notifiers() -> list:
+    return [
+        GateWebhookNotifier(http_conn_id="{{ var.value.get('upgrade_gate_webhook_conn_id', 'upgrade_gate_webhook') }}"),
+        GateSlackWebhookNotifier(slack_webhook_conn_id="{{ var.value.get('upgrade_gate_slack_conn_id', '') }}"),
+        GateEmailNotifier(to="{{ var.value.get('upgrade_gate_alert_email', '') }}",
+                          smtp_conn_id="{{ var.value.get('upgrade_gate_smtp_conn_id', 'smtp_default') }}"),
+    ]
+
+
+@dag(
+    dag_id="flink_fleet_scan",
+    schedule="@daily",
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["flink", "upgrade-gate"],
+    doc_md=__doc__,
+    default_args={"retries": 1, "retry_delay": timedelta(minutes=1)},
+    params={
+        "catalogue": Param(None, type=["null", "string"], title="Catalogue of next job graphs",
+                           description="Folder or s3:// prefix of graph specs, one per job. Empty: the Variable "
+                           "upgrade_gate_catalogue."),
+        "savepoint_root": Param(None, type=["null", "string"], title="Savepoint root",
+                                description="One prefix per job. Empty: the Variable upgrade_gate_savepoint_root."),
+        "hasher": Param("v2", type="string", enum=["v2", "v3"]),
+        "matching": Param("fixed", type="string", enum=["fixed", "naive"]),
+        "allow_non_restored_state": Param(False, type="boolean"),
+        "flink_version": Param("2.3", type="string", enum=["1.18", "1.19", "1.20", "2.0", "2.1", "2.2", "2.3"]),
+        "aws_conn_id": Param("aws_default", type="string"),
+    },
+)
+def flink_fleet_scan() -> None:
+    @task
+    def prepare(**context) -> str:
+        d = fleet.fleet_dir(context["ti"].run_id)
+        d.mkdir(parents=True, exist_ok=True)
+        return str(d)
+
+    work = prepare()
+    ids = SparkGateJobOperator(
+        task_id="fleet_ids", application=str(REPO / "spark_jobs" / "fleet_ids.py"), conn_id="spark_default",
+        application_args=["--catalogue", CATALOGUE, "--output", f"{WORK}/ids", "--overwrite", "--partitions", "2",
+                          "--flink-version", "{{ params.flink_version }}"],
+        aws_conn_id="{{ params.aws_conn_id }}", conf=SPARK_CONF, name="upgrade-gate-fleet-ids")
+    scan = SparkGateJobOperator(
+        task_id="savepoint_scan", application=str(REPO / "spark_jobs" / "savepoint_scan.py"), conn_id="spark_default",
+        application_args=["--savepoints", SAVEPOINTS, "--output", f"{WORK}/scan", "--overwrite",
+                          "--partitions", "2"],
+        aws_conn_id="{{ params.aws_conn_id }}", conf=SPARK_CONF, name="upgrade-gate-savepoint-scan")
+    check = SparkGateJobOperator(
+        task_id="fleet_check", application=str(REPO / "spark_jobs" / "fleet_check.py"), conn_id="spark_default",
+        application_args=["--ids", f"{WORK}/ids", "--scan", f"{WORK}/scan", "--output", f"{WORK}/check",
+                          "--overwrite", "--partitions", "2", "--hasher", "{{ params.hasher }}",
+                          "--matching", "{{ params.matching }}",
+                          "--flink-version", "{{ params.flink_version }}",
+                          "{{ '--allow-non-restored-state' if params.allow_non_restored_state else '--worst=20' }}"],
+        aws_conn_id="{{ params.aws_conn_id }}", conf=SPARK_CONF, name="upgrade-gate-fleet-check",
+        summary_path=f"{WORK}/check/summary.json", accept_block=True)
+
+    @task
+    def publish_reports(summary: dict, work_dir: str, **context) -> dict:
+        return fleet.publish(context, summary, f"{work_dir}/check")
+
+    @task(retries=0)
+    def alert_incompatible(published: dict, **context) -> list[str]:
+        return fleet.alert(context, published, notifiers())
+
+    @task
+    def summary(published: dict, alerted: list[str]) -> dict:
+        """The run's answer in one log line and one XCom: gate PASS/BLOCK, counts, blocked jobs."""
+        print(f"fleet gate {published['gate']}: {published['jobs']} jobs, verdicts {published['verdicts']}, "
+              f"{published['bytes_at_risk']} bytes at risk, blocked {published['blocked']}, alerted {alerted}")
+        return {**published, "alerted": alerted}
+
+    work >> [ids, scan] >> check
+    published = publish_reports(check.output, work)
+    summary(published, alert_incompatible(published))
+
+
+flink_fleet_scan()

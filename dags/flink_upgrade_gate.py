@@ -1,0 +1,146 @@
+"""flink_upgrade_gate: check one Flink job upgrade against its savepoint, and optionally perform it.
+
+Manual (`schedule=None`), triggered from the Airflow UI's form. Wiring only; the steps live in
+`plugins/flink_gate/steps.py` and every Flink rule in the core.
+
+    fetch_savepoint ─┐
+    fetch_graph ── compute_operator_ids (Spark) ── simulate_restore ── gate ── decide
+                                                                              ├─ approve (HITL) ─┐
+                                                                              └─ no_approval_needed ┴─ upgrade ── verify
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import Param, dag, task
+from flink_gate import steps
+from flink_gate.notifications import GateEmailNotifier, GateSlackWebhookNotifier, GateWebhookNotifier
+from flink_gate.operators.gate import FlinkUpgradeGateOperator
+
+FLINK_VERSIONS = ["1.18", "1.19", "1.20", "2.0", "2.1", "2.2", "2.3"]
+
+PARAMS = {
+    "job_name": Param("orders-enrichment", type="string", minLength=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                      title="Flink job", description="The job's name: names its savepoint prefix, its report "
+                      "and (for an upgrade) the running Flink job."),
+    "savepoint": Param("latest", type="string", minLength=1, title="Savepoint",
+                       description="s3://bucket/prefix/savepoint-…, a file:// path, or `latest`: the newest complete "
+                       "savepoint under <savepoint root>/<job>/."),
+    "savepoint_root": Param(None, type=["null", "string"], title="Savepoint root",
+                            description="Prefix that holds one folder per job (used with `latest`). Empty: the "
+                            "Airflow Variable upgrade_gate_savepoint_root."),
+    "graph": Param(None, type=["null", "string"], title="New job graph",
+                   description="URI of the new job's graph spec (docs/graph-spec.md) or Flink execution plan JSON. "
+                   "Leave empty to export it from the jar below."),
+    "jar": Param(None, type=["null", "string"], title="Job jar",
+                 description="The new job jar (path or URI). Used to export the graph when no graph is given, and "
+                 "uploaded to Flink when the upgrade is performed."),
+    "main_class": Param(None, type=["null", "string"], title="Main class", description="Entry class (default: the jar "
+                        "manifest's Main-Class)."),
+    "hasher": Param("v2", type="string", enum=["v2", "v3"], title="Hasher",
+                    description="v2: Flink's StreamGraphHasherV2 (Flink 1.18–2.3 today). v3: FLIP-411's "
+                    "chaining-agnostic hasher, with V2 ids as fallbacks."),
+    "matching": Param("fixed", type="string", enum=["fixed", "naive"], title="Alternative-ID matching",
+                      description="fixed: ordered alternative ids (FLIP-411 as intended). naive: today's loop, "
+                      "which shows the state loss the FLIP describes."),
+    "allow_non_restored_state": Param(False, type="boolean", title="allowNonRestoredState",
+                                      description="Let Flink start even if some state has no operator. The gate "
+                                      "then reports STATE_LOSS instead of RESTORE_FAILS; it still blocks."),
+    "flink_version": Param("2.3", type="string", enum=FLINK_VERSIONS, title="Flink version of the new job"),
+    "mode": Param("check", type="string", enum=["check", "upgrade"], title="Mode",
+                  description="check: simulate and report only. upgrade: after a SAFE verdict, stop the job with a "
+                  "savepoint and start the new jar from it."),
+    "require_approval": Param(True, type="boolean", title="Require human approval",
+                              description="Upgrade mode: wait for an Approve in the Airflow UI before touching "
+                              "the running job."),
+    "flink_job_id": Param(None, type=["null", "string"], title="Running Flink job id",
+                          description="Upgrade mode: the job to replace (default: the RUNNING job named as above)."),
+    "flink_jar_id": Param(None, type=["null", "string"], title="Uploaded jar id",
+                          description="Upgrade mode: a jar already uploaded to Flink (skips the upload)."),
+    "parallelism": Param(0, type="integer", minimum=0, title="Parallelism", description="0: the job's default."),
+    "savepoint_target_dir": Param(None, type=["null", "string"], title="Savepoint target directory",
+                                  description="Upgrade mode: where Flink writes the stop-with-savepoint "
+                                  "(default: the cluster's state.savepoints.dir)."),
+    "aws_conn_id": Param("aws_default", type="string", title="Object storage connection"),
+    "flink_conn_id": Param("flink_default", type="string", title="Flink REST connection"),
+    "timeout_s": Param(600, type="integer", minimum=10, title="Flink operation timeout (s)"),
+}
+
+NOTIFIERS = [
+    GateWebhookNotifier(http_conn_id="{{ var.value.get('upgrade_gate_webhook_conn_id', 'upgrade_gate_webhook') }}"),
+    GateSlackWebhookNotifier(slack_webhook_conn_id="{{ var.value.get('upgrade_gate_slack_conn_id', '') }}"),
+    GateEmailNotifier(to="{{ var.value.get('upgrade_gate_alert_email', '') }}",
+                      smtp_conn_id="{{ var.value.get('upgrade_gate_smtp_conn_id', 'smtp_default') }}"),
+]
+
+
+@dag(
+    dag_id="flink_upgrade_gate",
+    schedule=None,
+    catchup=False,
+    tags=["flink", "upgrade-gate"],
+    params=PARAMS,
+    doc_md=__doc__,
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
+    max_active_runs=4,
+)
+def flink_upgrade_gate() -> None:
+    @task
+    def fetch_savepoint(**context) -> dict:
+        return steps.fetch_savepoint(context)
+
+    @task
+    def fetch_graph(**context) -> dict:
+        return steps.fetch_graph(context)
+
+    @task
+    def simulate_restore(savepoint: dict, graph: dict, **context) -> dict:
+        return steps.simulate_restore(context, savepoint, graph)
+
+    @task.branch
+    def decide(**context) -> list[str] | None:
+        return steps.decide(context)
+
+    @task(trigger_rule="none_failed_min_one_success", retries=0)
+    def upgrade(**context) -> dict:
+        return steps.upgrade(context, context["ti"].xcom_pull(task_ids="gate"))
+
+    @task(retries=0)
+    def verify(upgraded: dict, **context) -> dict:
+        return steps.verify(context, upgraded)
+
+    savepoint = fetch_savepoint()
+    graph = fetch_graph()
+    compute_ids = SparkSubmitOperator(
+        task_id="compute_operator_ids",
+        application=str(Path(steps.SPARK_FLEET_IDS)),
+        application_args=["--catalogue", "{{ ti.xcom_pull(task_ids='fetch_graph')['catalogue'] }}",
+                          "--output", "{{ ti.xcom_pull(task_ids='fetch_graph')['ids_table'] }}",
+                          "--flink-version", "{{ params.flink_version }}", "--overwrite", "--partitions", "1"],
+        conn_id="spark_default",
+        name="upgrade-gate-ids-{{ params.job_name }}",
+        conf={"spark.ui.enabled": "false", "spark.driver.memory": "512m"},
+    )
+    simulated = simulate_restore(savepoint, graph)
+    gate = FlinkUpgradeGateOperator(task_id="gate", check=simulated, notifiers=NOTIFIERS)
+    approve = ApprovalOperator(
+        task_id="approve",
+        subject="Upgrade Flink job {{ params.job_name }}?",
+        body="The gate found the upgrade SAFE (no state is lost). Report: "
+             "{{ ti.xcom_pull(task_ids='simulate_restore')['report_url'] }}",
+        response_timeout=timedelta(hours=24),
+    )
+    no_approval = EmptyOperator(task_id="no_approval_needed")
+    upgraded = upgrade()
+
+    graph >> compute_ids >> simulated
+    gate >> decide() >> [approve, no_approval] >> upgraded
+    verify(upgraded)
+
+
+flink_upgrade_gate()

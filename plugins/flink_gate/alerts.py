@@ -1,0 +1,179 @@
+"""The alert a blocked upgrade sends: one payload, rendered as JSON, Slack text and e-mail.
+
+Built only from the core's `CheckResult.to_json()` (design §4.2 `check` fields), so every
+channel says the same thing: the job, the verdict, the operators and state names at risk with
+their bytes, the remedies, Flink's own error when the restore would fail, and a link to the
+report. A SAFE verdict has no alert (`build_alert` returns None): an upgrade that passes is quiet.
+
+No Airflow import here: the notifiers and the tests share this module.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+BLOCKING_VERDICTS = ("STATE_LOSS", "STATE_MISROUTED", "RESTORE_FAILS")
+
+
+@dataclass(frozen=True)
+class OperatorAtRisk:
+    operator_id: str
+    name: str
+    lost_bytes: int
+    state_names: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class GateAlert:
+    job: str
+    verdict: str
+    run_id: str
+    dag_id: str
+    savepoint: str
+    report_url: str
+    flink_error: str | None
+    bytes_at_risk: int
+    operators: tuple[OperatorAtRisk, ...]
+    remedies: tuple[str, ...]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        what = {"RESTORE_FAILS": "would fail to restore",
+                "STATE_MISROUTED": "would restore state into the wrong operator"}.get(self.verdict, "would lose state")
+        return f"[upgrade gate] {self.job}: {self.verdict} — the upgrade {what}; it was blocked"
+
+    def to_payload(self) -> dict[str, Any]:
+        """The generic webhook body (stable field names: receivers script against them)."""
+        return {
+            "event": "flink_upgrade_blocked",
+            "title": self.title,
+            "job": self.job,
+            "verdict": self.verdict,
+            "dag_id": self.dag_id,
+            "run_id": self.run_id,
+            "savepoint": self.savepoint,
+            "flink_error": self.flink_error,
+            "bytes_at_risk": self.bytes_at_risk,
+            "operators": [{"operator_id": o.operator_id, "name": o.name, "lost_bytes": o.lost_bytes,
+                           "state_names": list(o.state_names), "reason": o.reason} for o in self.operators],
+            "remedies": list(self.remedies),
+            "report_url": self.report_url,
+            "text": self.to_text(),
+        }
+
+    def to_text(self) -> str:
+        """Plain text for chat and the task log (Slack mrkdwn-friendly)."""
+        lines = [self.title, f"Savepoint: {self.savepoint}"]
+        if self.flink_error:
+            lines.append(f"Flink would say: {self.flink_error}")
+        lines.append(f"State at risk: {_human_bytes(self.bytes_at_risk)} in {len(self.operators)} operator(s)")
+        for o in self.operators:
+            states = ", ".join(o.state_names) if o.state_names else "(state names not recorded)"
+            lines.append(f"  • {o.name} [{o.operator_id}]: {_human_bytes(o.lost_bytes)} — states: {states}"
+                         + (f" — {o.reason}" if o.reason else ""))
+        if self.remedies:
+            lines.append("Remedies:")
+            lines.extend(f"  • {r}" for r in self.remedies)
+        lines.append(f"Report: {self.report_url}")
+        return "\n".join(lines)
+
+    def to_html(self) -> str:
+        """E-mail body."""
+        rows = "".join(
+            f"<tr><td>{html.escape(o.name)}</td><td><code>{o.operator_id}</code></td>"
+            f"<td>{html.escape(', '.join(o.state_names))}</td><td>{o.lost_bytes}</td>"
+            f"<td>{html.escape(o.reason)}</td></tr>" for o in self.operators)
+        remedies = "".join(f"<li>{html.escape(r)}</li>" for r in self.remedies)
+        err = f"<p>Flink would say: <code>{html.escape(self.flink_error)}</code></p>" if self.flink_error else ""
+        return (f"<h2>{html.escape(self.title)}</h2><p>Savepoint: <code>{html.escape(self.savepoint)}</code></p>{err}"
+                f"<table border='1' cellpadding='4'><tr><th>operator</th><th>id</th><th>states</th>"
+                f"<th>bytes at risk</th><th>why</th></tr>{rows}</table>"
+                f"<h3>Remedies</h3><ul>{remedies}</ul>"
+                f"<p><a href='{html.escape(self.report_url)}'>Full report</a></p>")
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit} ({n} B)"
+        size /= 1024
+    return f"{n} B"
+
+
+def _text(item: Any) -> str:
+    """A remedy or loss may be a string or an object; show objects by their most telling field."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, dict) and item.get("action"):  # restore.remedies.Remedy.to_json()
+        where = item.get("node_name") or item.get("operator_id") or "?"
+        why = f" ({item['reason']})" if item.get("reason") else ""
+        return f"{where}: {item['action']}{why}"
+    if isinstance(item, dict):
+        for key in ("text", "message", "description", "remedy", "summary"):
+            if isinstance(item.get(key), str):
+                return item[key]
+        return ", ".join(f"{k}={v}" for k, v in item.items() if v not in (None, [], {}))
+    return str(item)
+
+
+def _names(val: Any) -> list[str]:
+    if isinstance(val, dict):
+        return [str(k) for k in val]
+    if isinstance(val, list):
+        return [v if isinstance(v, str) else str(v.get("name", v)) if isinstance(v, dict) else str(v) for v in val]
+    return [val] if isinstance(val, str) else []
+
+
+def operators_at_risk(result: dict[str, Any]) -> tuple[OperatorAtRisk, ...]:
+    """Operators whose state the upgrade would drop (or that make the restore fail).
+
+    `losses[]` is the authority (one entry per lost piece: bytes, state names, reason); the
+    `operators[]` rows only add names and catch a lost byte count without a loss entry."""
+    names_by_id = {str(o.get("operator_id")): o for o in result.get("operators", []) if isinstance(o, dict)}
+    grouped: dict[str, dict[str, Any]] = {}
+    for loss in result.get("losses", []):
+        if not isinstance(loss, dict):
+            continue
+        oid = str(loss.get("operator_id"))
+        g = grouped.setdefault(oid, {"name": loss.get("name") or names_by_id.get(oid, {}).get("name") or "?",
+                                     "bytes": 0, "states": [], "reasons": []})
+        g["bytes"] += int(loss.get("bytes", loss.get("lost_bytes", 0)) or 0)
+        g["states"].extend(_names(loss.get("state_names") or loss.get("states")))
+        if loss.get("reason"):
+            g["reasons"].append(str(loss["reason"]))
+    for oid, op in names_by_id.items():
+        lost = int(op.get("lost_bytes") or 0)
+        if lost and oid not in grouped:
+            grouped[oid] = {"name": op.get("name") or "?", "bytes": lost, "states": _names(op.get("state_names")),
+                            "reasons": []}
+    return tuple(OperatorAtRisk(oid, str(g["name"]), int(g["bytes"]), tuple(dict.fromkeys(g["states"])),
+                                "; ".join(dict.fromkeys(g["reasons"])))
+                 for oid, g in grouped.items())
+
+
+def build_alert(result: dict[str, Any], *, job: str, run_id: str, dag_id: str, savepoint: str,
+                report_url: str) -> GateAlert | None:
+    """The alert for a check result, or None when the upgrade is SAFE."""
+    verdict = str(result.get("verdict"))
+    if verdict not in BLOCKING_VERDICTS:
+        return None
+    ops = operators_at_risk(result)
+    return GateAlert(job=job, verdict=verdict, run_id=run_id, dag_id=dag_id, savepoint=savepoint,
+                     report_url=report_url, flink_error=result.get("flink_error"),
+                     bytes_at_risk=sum(o.lost_bytes for o in ops), operators=ops,
+                     remedies=tuple(_text(r) for r in result.get("remedies", [])))
+
+
+def alert_from_payload(payload: dict[str, Any]) -> GateAlert:
+    """Re-create an alert from its webhook payload (the notifiers get it through XCom)."""
+    ops = tuple(OperatorAtRisk(o["operator_id"], o["name"], int(o["lost_bytes"]), tuple(o["state_names"]),
+                               o.get("reason", "")) for o in payload["operators"])
+    return GateAlert(job=payload["job"], verdict=payload["verdict"], run_id=payload["run_id"],
+                     dag_id=payload["dag_id"], savepoint=payload["savepoint"], report_url=payload["report_url"],
+                     flink_error=payload.get("flink_error"), bytes_at_risk=int(payload["bytes_at_risk"]),
+                     operators=ops, remedies=tuple(payload["remedies"]))

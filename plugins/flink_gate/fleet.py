@@ -1,0 +1,93 @@
+"""Bodies of the `flink_fleet_scan` tasks after the Spark jobs: publish, summarise, alert.
+
+The verdicts come from `spark_jobs/fleet_check.py` (the core's `check_upgrade` per job, in the
+executors). Here each job's row becomes a report in the same store the gate DAG publishes to
+(the UI view lists both), and every blocked job gets the same alert the gate sends. Alerts are
+recorded in the report's meta, so a retried task does not alert twice for the same run.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from flink_gate.alerts import build_alert
+from flink_gate.reports import ReportStore, safe_name
+from flink_gate.steps import report_url, work_root
+
+FLEET_REPORT_JOB = "fleet-scan"  # the pseudo-job the fleet summary is published under
+
+
+def fleet_dir(run_id: str) -> Path:
+    return work_root() / "_fleet" / safe_name(run_id)
+
+
+def check_from_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A fleet_check verdict row in the `check` contract's shape (the fields the row carries)."""
+    losses = json.loads(row.get("losses") or "[]")
+    return {"verdict": row.get("verdict") or "ERROR", "restore_succeeds": row.get("restore_succeeds"),
+            "flink_error": row.get("flink_error"), "hasher": row.get("hasher"), "matching": row.get("matching"),
+            "flink_version": row.get("flink_version"), "savepoint": row.get("metadata"), "graph": row.get("spec"),
+            "operators": [], "losses": losses, "remedies": json.loads(row.get("remedies") or "[]"),
+            "verdict_with_remedies": row.get("verdict_with_remedies"), "warnings": list(row.get("warnings") or []),
+            "state_bytes": row.get("state_bytes"), "lost_bytes": row.get("lost_bytes"), "error": row.get("error")}
+
+
+def _row_html(job: str, check: dict[str, Any]) -> str:
+    return (f"<html><body><h1>{html.escape(job)}: {html.escape(str(check['verdict']))}</h1>"
+            f"<p>From the fleet scan. Run <code>flink_upgrade_gate</code> for this job for the operator-level "
+            f"report.</p><pre>{html.escape(json.dumps(check, indent=2))}</pre></body></html>")
+
+
+def publish(context: Any, summary: dict[str, Any], check_dir: str) -> dict[str, Any]:
+    """One report per job, and the fleet summary under the pseudo-job `fleet-scan`."""
+    import pyarrow.parquet as pq
+
+    ti = context["ti"]
+    store = ReportStore()
+    rows = pq.read_table(str(Path(check_dir) / "verdicts")).to_pylist()
+    blocked = []
+    for row in rows:
+        check = check_from_row(row)
+        store.publish(row["job"], ti.run_id, check, _row_html(row["job"], check),
+                      {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": row.get("metadata"),
+                       "graph": row.get("spec"), "hasher": row.get("hasher"), "matching": row.get("matching"),
+                       "allow_non_restored_state": row.get("allow_non_restored_state"), "source": "fleet_scan"})
+        if check["verdict"] in ("STATE_LOSS", "STATE_MISROUTED", "RESTORE_FAILS"):
+            blocked.append(row["job"])
+    # the fleet's own "verdict" is the gate word of fleet_check's summary: PASS or BLOCK
+    fleet_check = {"verdict": str(summary.get("gate") or "BLOCK"), "operators": [],
+                   "losses": [], "remedies": [], "summary": summary}
+    store.publish(FLEET_REPORT_JOB, ti.run_id, fleet_check,
+                  f"<html><body><h1>Fleet scan: gate {html.escape(str(summary.get('gate')))}</h1><pre>"
+                  f"{html.escape(json.dumps(summary, indent=2))}</pre></body></html>",
+                  {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": "", "source": "fleet_scan"})
+    return {"gate": summary.get("gate"), "jobs": len(rows), "verdicts": summary.get("verdicts"),
+            "blocked": blocked, "bytes_at_risk": summary.get("bytes_at_risk"), "unchecked": summary.get("errors")}
+
+
+def alert(context: Any, published: dict[str, Any], notifiers: list[Any]) -> list[str]:
+    """Send the gate alert for every blocked job once per run; returns the jobs alerted now."""
+    ti = context["ti"]
+    store = ReportStore()
+    sent = []
+    for job in published["blocked"]:
+        entry = store.get(safe_name(job), safe_name(ti.run_id))
+        if entry is None or entry.meta.get("alert_sent"):
+            continue
+        check = json.loads((entry.path / "check.json").read_text())
+        a = build_alert(check, job=job, run_id=ti.run_id, dag_id=ti.dag_id, savepoint=str(check.get("savepoint")),
+                        report_url=report_url(job, ti.run_id))
+        if a is None:
+            continue
+        failures = []
+        for n in notifiers:
+            try:
+                n({**context, "gate_alert": a.to_payload()})
+            except Exception as exc:  # one channel down must not silence the others
+                failures.append(f"{type(n).__name__}: {exc}")
+        store.update_meta(entry.job, entry.run, alert_sent=not failures, alert_failures=failures)
+        sent.append(job)
+    return sent

@@ -1,0 +1,111 @@
+"""Savepoints and job graphs in object storage, through an Airflow connection.
+
+`s3://` URIs use the amazon provider's AWS connection (`aws_conn_id`): its keys, region and
+`endpoint_url` extra (SeaweedFS, MinIO or AWS), so credentials live in the connection and never
+in a DAG or a log line. `file://` URIs and plain paths need no connection. The reading itself
+(finding the newest complete savepoint, bounded reads, clear errors) is the core's
+`restore.storage`; this hook only hands it a boto3 client built from the connection.
+
+Read-only by construction: savepoint prefixes are only listed and read (design §9).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from restore.metadata import CheckpointMetadata, parse_metadata
+from restore.storage import MetadataBlob, StorageError, read_metadata_blob
+
+MAX_GRAPH_BYTES = 64 * 1024 * 1024
+
+
+class SavepointStorageHook(BaseHook):
+    """Reads `_metadata` and graph files from `s3://` (via `aws_conn_id`), `file://` or a path."""
+
+    conn_name_attr = "aws_conn_id"
+    default_conn_name = "aws_default"
+    conn_type = "aws"
+    hook_name = "Flink savepoint storage"
+
+    def __init__(self, aws_conn_id: str | None = default_conn_name) -> None:
+        super().__init__()
+        self.aws_conn_id = aws_conn_id
+
+    @cached_property
+    def s3_client(self) -> Any:
+        """A boto3 S3 client from the AWS connection (endpoint, region, keys, retries)."""
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+        return S3Hook(aws_conn_id=self.aws_conn_id).get_conn()
+
+    @staticmethod
+    def is_s3(uri: str) -> bool:
+        return uri.startswith(("s3://", "s3a://"))
+
+    def read_metadata(self, uri: str) -> MetadataBlob:
+        """The `_metadata` named by `uri` (a snapshot directory, the file itself, or a job prefix:
+        then the newest complete savepoint under it)."""
+        return read_metadata_blob(uri, client=self.s3_client if self.is_s3(uri) else None)
+
+    def load_savepoint(self, uri: str) -> tuple[CheckpointMetadata, str]:
+        """The parsed savepoint and the exact `_metadata` it was read from (for reports and retries)."""
+        blob = self.read_metadata(uri)
+        return parse_metadata(blob.data, blob.source, blob.base_dir), blob.source
+
+    def read_bytes(self, uri: str, max_bytes: int = MAX_GRAPH_BYTES) -> bytes:
+        """A whole small object or file (a job-graph spec or plan), bounded in size."""
+        if self.is_s3(uri):
+            from restore.storage import _get_object, _split_s3
+
+            bucket, key = _split_s3("s3://" + uri.split("://", 1)[1])
+            return _get_object(self.s3_client, bucket, key, max_bytes)
+        from restore.storage import _local_path
+
+        path = _local_path(uri)
+        try:
+            with open(path, "rb") as f:
+                data = f.read(max_bytes + 1)
+        except OSError as exc:
+            raise StorageError(f"{uri}: cannot read: {exc.strerror or exc}") from None
+        if len(data) > max_bytes:
+            raise StorageError(f"{uri}: larger than the {max_bytes}-byte limit")
+        return data
+
+    def write_bytes(self, uri: str, data: bytes, content_type: str = "application/octet-stream") -> None:
+        """Publish a report object. Never used on savepoint prefixes (the gate does not write there)."""
+        if self.is_s3(uri):
+            from restore.storage import _split_s3
+
+            bucket, key = _split_s3("s3://" + uri.split("://", 1)[1])
+            self.s3_client.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type)
+            return
+        from restore.storage import _local_path
+
+        path = _local_path(uri)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+
+    def s3_environment(self) -> dict[str, str]:
+        """The connection as the standard AWS environment, for subprocesses (Spark, the CLI).
+
+        Handed to child processes only, never logged (Airflow masks the secret in task logs)."""
+        if not self.aws_conn_id:
+            return {}
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+        hook = S3Hook(aws_conn_id=self.aws_conn_id)
+        creds = hook.get_credentials()
+        env = {"AWS_ACCESS_KEY_ID": creds.access_key, "AWS_SECRET_ACCESS_KEY": creds.secret_key}
+        if creds.token:
+            env["AWS_SESSION_TOKEN"] = creds.token
+        wrapper = hook.conn_config
+        if wrapper.endpoint_url:
+            env["AWS_ENDPOINT_URL_S3"] = wrapper.endpoint_url
+        if wrapper.region_name:
+            env["AWS_REGION"] = wrapper.region_name
+        return env

@@ -1,0 +1,146 @@
+"""Rolling upgrades in waves: one canary, then batches of N; every job gated on zero state loss.
+
+`plan_waves` is pure. `roll_out` walks the waves in order and, per job: reads the job's newest
+savepoint, simulates the restore with the core (`restore.check`), and, only if SAFE and in
+upgrade mode, stops the job with a savepoint and starts the new jar from it (`steps.perform_upgrade`,
+which gates that final savepoint again) and verifies the restore. The rollout stops at the first
+blocked gate or failed upgrade/restore; the outcome says which jobs were upgraded, which one
+stopped it (and why), and which were left untouched.
+
+Only SAFE passes, or a STATE_LOSS whose every lost operator the job's `accept_state_loss` names
+(`acceptance.py`; allowNonRestoredState alone never does). If the new job does not restore in
+reality, the old version is restarted from the upgrade savepoint (`rollback.py`, `rollback_jar`).
+
+Progress is kept in `<work>/_rolling/<run>/rollout.json`, written after every job, so a retried
+task resumes where it stopped and never upgrades a job twice.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from flink_gate import acceptance, gate
+from flink_gate.alerts import build_alert
+from flink_gate.hooks.storage import SavepointStorageHook
+from flink_gate.reports import ReportStore, safe_name
+from flink_gate.rollback import ROLLBACK_KEYS, default_target_dir, upgrade_with_rollback
+from flink_gate.steps import report_url, work_root
+
+JOB_KEYS = ("graph", "jar", "main_class", "flink_job_id", "flink_jar_id", "savepoint", "parallelism",
+            # issue 7: explicitly accepted state loss, per-job allowNonRestoredState, the way back
+            "accept_state_loss", "allow_non_restored_state", "savepoint_target_dir", *ROLLBACK_KEYS)
+
+
+def plan_waves(jobs: list[str], canary: int, batch_size: int) -> list[list[str]]:
+    """[[canary…], [batch 1…], …]: the canary wave first, then batches of `batch_size`."""
+    if len(set(jobs)) != len(jobs):
+        raise ValueError("a job is listed twice")
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    canary = max(0, min(canary, len(jobs)))
+    waves = [jobs[:canary]] if canary else []
+    rest = jobs[canary:]
+    waves += [rest[i:i + batch_size] for i in range(0, len(rest), batch_size)]
+    return waves
+
+
+def rollout_dir(run_id: str) -> Path:
+    return work_root() / "_rolling" / safe_name(run_id)
+
+
+def _job_params(common: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
+    p = {**common, **{k: job[k] for k in JOB_KEYS if k in job}, "job_name": job["job_name"]}
+    p.setdefault("savepoint", "latest")
+    return p
+
+
+def _check_job(p: dict[str, Any], rdir: Path, savepoint_root: str) -> tuple[dict[str, Any], str, str]:
+    storage = SavepointStorageHook(p.get("aws_conn_id") or None)
+    uri = gate.savepoint_location(p.get("savepoint", "latest"), p["job_name"], savepoint_root)
+    metadata, source = storage.load_savepoint(uri)
+    graph_path = rdir / "graphs" / f"{safe_name(p['job_name'])}.json"
+    graph_path.parent.mkdir(parents=True, exist_ok=True)
+    graph_path.write_bytes(storage.read_bytes(p["graph"]))
+    result = gate.run_check(metadata, str(graph_path), hasher=p["hasher"], matching=p["matching"],
+                            allow_non_restored_state=bool(p["allow_non_restored_state"]),
+                            flink_version=p.get("flink_version"))
+    return {"result": result, "check": result.to_json()}, source, str(graph_path)
+
+
+def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict[str, Any]:
+    params = dict(context["params"])
+    ti = context["ti"]
+    jobs = {j["job_name"]: j for j in params["jobs"]}
+    common = {k: v for k, v in params.items() if k not in ("jobs", "canary", "batch_size")}
+    rdir = rollout_dir(ti.run_id)
+    rdir.mkdir(parents=True, exist_ok=True)
+    progress_file = rdir / "rollout.json"
+    progress: dict[str, Any] = (json.loads(progress_file.read_text()) if progress_file.exists()
+                                else {"jobs": {}, "stopped_by": None})
+    savepoint_root = params.get("savepoint_root") or _variable("upgrade_gate_savepoint_root")
+    store = ReportStore()
+
+    for wave_no, wave in enumerate(waves):
+        for name in wave:
+            if progress["stopped_by"]:
+                break
+            done = progress["jobs"].get(name, {})
+            if done.get("status") in ("upgraded", "checked"):
+                continue
+            p = _job_params(common, jobs[name])
+            try:
+                checked, source, graph_path = _check_job(p, rdir, savepoint_root)
+                check = checked["check"]
+                store.publish(name, ti.run_id, check, gate.render_html(checked["result"]),
+                              {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": source, "graph": p["graph"],
+                               "hasher": p["hasher"], "matching": p["matching"], "wave": wave_no,
+                               "allow_non_restored_state": bool(p["allow_non_restored_state"])})
+                decision = acceptance.decide(check, p.get("accept_state_loss"))
+                if not decision.passes:
+                    alert = build_alert(check, job=name, run_id=ti.run_id, dag_id=ti.dag_id, savepoint=source,
+                                        report_url=report_url(name, ti.run_id))
+                    for n in notifiers:
+                        try:
+                            n({**context, "gate_alert": alert.to_payload()})
+                        except Exception as exc:  # the rollout stops regardless
+                            context["ti"].log.error("notifier %s failed: %s", type(n).__name__, exc)
+                    progress["jobs"][name] = {"status": "blocked", "wave": wave_no, "verdict": check["verdict"],
+                                              "gate": decision.reason}
+                    progress["stopped_by"] = {"job": name, "reason": f"gate: {decision.reason}"}
+                elif params.get("mode") == "upgrade":
+                    verified = upgrade_with_rollback(default_target_dir(p, savepoint_root),
+                                                     rdir / f"{safe_name(name)}.upgrade.json", graph_path)
+                    progress["jobs"][name] = {"status": "upgraded", "wave": wave_no, "verdict": check["verdict"],
+                                              "gate": decision.reason, **verified}
+                else:
+                    progress["jobs"][name] = {"status": "checked", "wave": wave_no, "verdict": check["verdict"],
+                                              "gate": decision.reason}
+            except Exception as exc:
+                progress["jobs"][name] = {"status": "failed", "wave": wave_no, "error": str(exc)[:2000]}
+                progress["stopped_by"] = {"job": name, "reason": f"{type(exc).__name__}: {str(exc)[:500]}"}
+            gate.write_json(progress_file, progress)
+        if progress["stopped_by"]:
+            break
+    return outcome(progress, waves)
+
+
+def outcome(progress: dict[str, Any], waves: list[list[str]]) -> dict[str, Any]:
+    every = [j for w in waves for j in w]
+    status = {j: progress["jobs"].get(j, {}).get("status") for j in every}
+    return {
+        "upgraded": [j for j in every if status[j] == "upgraded"],
+        "checked_safe": [j for j in every if status[j] == "checked"],
+        "stopped_at": progress["stopped_by"],
+        "skipped": [j for j in every if status[j] in ("blocked", "failed")],
+        "left": [j for j in every if status[j] is None],
+        "waves": waves,
+        "jobs": progress["jobs"],
+    }
+
+
+def _variable(key: str) -> str:
+    from airflow.sdk import Variable
+
+    return str(Variable.get(key, default="") or "")

@@ -1,0 +1,98 @@
+"""The Slack and e-mail notifiers deliver the gate alert to real local endpoints (the webhook one is
+covered by the DAG runs), and no notifier sends anything without a blocked verdict.
+
+Each check runs in a child interpreter with the stack's Airflow environment plus its own
+`AIRFLOW_CONN_*` variables, the way a task resolves connections.
+"""
+
+from __future__ import annotations
+
+import email
+import json
+import subprocess
+import threading
+import warnings
+from email.header import decode_header, make_header
+
+with warnings.catch_warnings():  # Python 3.11's own SMTP server; deprecated, still the simplest real one
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import asyncore
+    import smtpd
+
+from demo.stack import AIRFLOW_VENV, REPO, AlertReceiver
+
+ALERT = {"event": "flink_upgrade_blocked", "job": "fraud-scoring", "verdict": "STATE_MISROUTED", "dag_id": "d",
+         "run_id": "manual__1", "savepoint": "s3://flink-savepoints/fraud-scoring/sp-1/_metadata",
+         "flink_error": None, "bytes_at_risk": 4866,
+         "operators": [{"operator_id": "3a434c34ffe2fe820735436a4ca97107", "name": "inserted", "lost_bytes": 4866,
+                        "state_names": ["keyed"], "reason": "keyed state restored into 'inserted'"}],
+         "remedies": ['keyed: setUidHash("3a434c34ffe2fe820735436a4ca97107")'],
+         "report_url": "http://127.0.0.1:8080/upgrade-gate/report/fraud-scoring/manual__1"}
+
+SCRIPT = """
+import json, sys
+sys.path[:0] = [{repo!r}, {plugins!r}]
+from flink_gate.notifications import GateEmailNotifier, GateSlackWebhookNotifier, GateWebhookNotifier
+alert = json.loads(sys.argv[1])
+ctx = {{"gate_alert": alert}} if alert else {{}}
+GateSlackWebhookNotifier(slack_webhook_conn_id="slack_gate")(dict(ctx))
+GateEmailNotifier(to="oncall@example.org", smtp_conn_id="smtp_gate")(dict(ctx))
+GateWebhookNotifier(http_conn_id="")(dict(ctx))  # switched off: must not fail or send
+print("done")
+"""
+
+
+class _Mailbox(smtpd.SMTPServer):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), None, decode_data=True)
+        self.messages: list[tuple[str, list[str], str]] = []
+
+    def process_message(self, peer, mailfrom, rcpttos, data, **kwargs):  # type: ignore[no-untyped-def]
+        self.messages.append((mailfrom, rcpttos, data))
+
+
+def _run(stack, alert, http_port, smtp_port):
+    env = dict(stack.env)
+    env["AIRFLOW_CONN_SLACK_GATE"] = json.dumps(
+        {"conn_type": "slackwebhook", "password": f"http://127.0.0.1:{http_port}/services/T0/B0/secret-token"})
+    env["AIRFLOW_CONN_SMTP_GATE"] = json.dumps(
+        {"conn_type": "smtp", "host": "127.0.0.1", "port": smtp_port,
+         "extra": {"disable_tls": True, "disable_ssl": True, "from_email": "gate@example.org"}})
+    script = SCRIPT.format(repo=str(REPO), plugins=str(REPO / "plugins"))
+    proc = subprocess.run([str(AIRFLOW_VENV / "bin" / "python"), "-c", script, json.dumps(alert)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr[-3000:]
+    assert "secret-token" not in proc.stdout + proc.stderr
+
+
+def test_slack_and_email_deliver_the_alert_and_nothing_without_one(stack):
+    receiver = AlertReceiver()
+    mailbox = _Mailbox()
+    t = threading.Thread(target=asyncore.loop, kwargs={"timeout": 0.2}, daemon=True)
+    t.start()
+    try:
+        smtp_port = mailbox.socket.getsockname()[1]
+        _run(stack, None, receiver.port, smtp_port)  # no blocked verdict: nothing sent anywhere
+        assert receiver.received == [] and mailbox.messages == []
+
+        _run(stack, ALERT, receiver.port, smtp_port)
+        assert len(receiver.received) == 1
+        slack = receiver.received[0]
+        assert slack["path"] == "/services/T0/B0/secret-token"
+        text = slack["body"]["text"]
+        for needle in ("fraud-scoring", "STATE_MISROUTED", "inserted", "3a434c34ffe2fe820735436a4ca97107",
+                       "keyed", "4866 B", "setUidHash", ALERT["report_url"]):
+            assert needle in text, needle
+        assert slack["body"]["blocks"][0]["text"]["text"] == "fraud-scoring: STATE_MISROUTED"
+
+        assert len(mailbox.messages) == 1
+        _sender, rcpts, data = mailbox.messages[0]
+        assert rcpts == ["oncall@example.org"]
+        msg = email.message_from_string(data)
+        assert "fraud-scoring: STATE_MISROUTED" in str(make_header(decode_header(msg["Subject"])))
+        html = "".join(p.get_payload(decode=True).decode() for p in msg.walk() if p.get_content_type() == "text/html")
+        for needle in ("inserted", "4866", "setUidHash", ALERT["report_url"]):
+            assert needle in html, needle
+    finally:
+        receiver.stop()
+        mailbox.close()

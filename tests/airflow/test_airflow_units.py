@@ -1,0 +1,71 @@
+"""The plain-Python parts of the plugins: waves, the report store's paths, the alert's content.
+
+Fast (no stack): what an operator would notice if it broke — a canary wave that is not first,
+a run id that writes outside the report store, an alert for an upgrade that passed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from demo.stack import RESTORES, SCENARIOS
+
+
+def test_waves_are_one_canary_then_batches():
+    from flink_gate.rolling import plan_waves
+
+    jobs = [f"j{i}" for i in range(8)]
+    assert plan_waves(jobs, 1, 3) == [["j0"], ["j1", "j2", "j3"], ["j4", "j5", "j6"], ["j7"]]
+    assert plan_waves(jobs[:2], 5, 3) == [["j0", "j1"]]
+    assert plan_waves(jobs[:3], 0, 2) == [["j0", "j1"], ["j2"]]
+    with pytest.raises(ValueError, match="twice"):
+        plan_waves(["a", "a"], 1, 1)
+
+
+def test_report_store_keeps_every_run_inside_its_root(tmp_path: Path):
+    from flink_gate.reports import ReportStore, safe_name
+
+    store = ReportStore(tmp_path)
+    run = "manual__2026-11-22T08:30:04.039658+00:00"
+    path = store.publish("../../etc", run, {"verdict": "SAFE"}, "<html/>", {"dag_id": "d"})
+    assert path.resolve().is_relative_to(tmp_path.resolve())
+    assert safe_name("..") == "_" and "/" not in safe_name("a/../b")
+    entry = store.entries()[0]
+    assert entry.verdict == "SAFE" and store.get(entry.job, entry.run) is not None
+    assert store.get("..", "..") is None
+    # a retry replaces the report in one step
+    store.publish("../../etc", run, {"verdict": "STATE_LOSS"}, "<html/>", {"dag_id": "d"})
+    assert [e.verdict for e in store.entries()] == ["STATE_LOSS"]
+
+
+def _check(job: str, **options) -> dict:
+    from restore.check import check_upgrade
+
+    release, scenario = SCENARIOS[job]
+    case = RESTORES / release / scenario
+    outcome = json.loads((case / "outcome.json").read_text())
+    return check_upgrade(str((case / outcome["savepoint"]["fixture"]).resolve()), case / "graph-b.json",
+                         flink_version="2.3", **options).to_json()
+
+
+def test_no_alert_for_a_safe_upgrade_and_a_complete_one_otherwise():
+    from flink_gate.alerts import build_alert
+
+    kw = {"run_id": "r", "dag_id": "d", "savepoint": "s3://b/sp/_metadata", "report_url": "http://ui/r"}
+    assert build_alert(_check("orders-enrichment"), job="orders-enrichment", **kw) is None
+
+    check = _check("payments-dedup")
+    alert = build_alert(check, job="payments-dedup", **kw)
+    assert alert is not None and alert.verdict == "RESTORE_FAILS"
+    text = alert.to_text()
+    assert check["flink_error"] in text and "http://ui/r" in text
+    assert {o.operator_id for o in alert.operators} == {x["operator_id"] for x in check["losses"]}
+    for loss in check["losses"]:
+        assert loss["operator_id"] in text and str(loss["bytes"]) in text
+
+    # allowNonRestoredState turns the failed restore into silent loss: still blocked, still alerted
+    relaxed = build_alert(_check("payments-dedup", allow_non_restored_state=True), job="payments-dedup", **kw)
+    assert relaxed is not None and relaxed.verdict != "SAFE" and relaxed.bytes_at_risk > 0

@@ -1,0 +1,122 @@
+"""Build the real-upgrade test jobs (tests/jobs/upgrade/) into one jar per variant.
+
+The sources are compiled with `javac` against the Flink release the cluster runs (the jars of
+`flink_bridge.dist`), and each variant becomes its own jar whose manifest names its main class,
+as a team ships them: the DAG uploads the jar, the exporter finds the entry point in the
+manifest. Built once per source digest into `.work/upgrade-jobs/<release>/`.
+
+Also: reading what the jobs printed (the TaskManager's .out file) back into per-job state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flink_bridge.dist import WORK_DIR, classpath, release_of
+
+SOURCES = Path(__file__).resolve().parent / "jobs" / "upgrade"
+PACKAGE = "ugate.jobs"
+JOB_NAME = "ugate-counter"
+VARIANTS = {
+    "v1": "V1",
+    "v2-compatible": "V2Compatible",
+    "v2-broken": "V2Broken",
+    "v2-lossy": "V2Lossy",
+    "v2-fails": "V2Fails",
+    "v2-restore-crash": "V2RestoreCrash",
+}
+
+
+def main_class(variant: str) -> str:
+    return f"{PACKAGE}.{VARIANTS[variant]}"
+
+
+def build_jobs(version: str = "2.3") -> dict[str, Path]:
+    """Compile the jobs and package one jar per variant; returns {variant: jar path}."""
+    release = release_of(version)
+    files = sorted(SOURCES.rglob("*.java"))
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(str(f.relative_to(SOURCES)).encode())
+        digest.update(f.read_bytes())
+    out = WORK_DIR / "upgrade-jobs" / release
+    jars = {v: out / f"ugate-counter-{v}.jar" for v in VARIANTS}
+    stamp = out / ".digest"
+    if stamp.is_file() and stamp.read_text() == digest.hexdigest() and all(j.is_file() for j in jars.values()):
+        return jars
+    shutil.rmtree(out, ignore_errors=True)
+    classes = out / "classes"
+    classes.mkdir(parents=True)
+    proc = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "17", "-cp", classpath(release),
+                           "-d", str(classes), *map(str, files)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"javac failed for the upgrade test jobs:\n{proc.stderr[-4000:]}")
+    for variant, jar in jars.items():
+        proc = subprocess.run(["jar", "--create", "--file", str(jar), "--main-class", main_class(variant),
+                               "-C", str(classes), "."], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"jar failed for {variant}:\n{proc.stderr[-2000:]}")
+    stamp.write_text(digest.hexdigest())
+    return jars
+
+
+_COUNT = re.compile(r"UGATE variant=(?P<variant>\S+) job=(?P<job>[0-9a-f]{32}) key=(?P<key>\S+) count=(?P<count>\d+)")
+_INIT = re.compile(r"UGATE-INIT variant=(?P<variant>\S+) job=(?P<job>[0-9a-f]{32}) op=(?P<op>\S+) "
+                   r"subtask=(?P<subtask>\d+) restored=(?P<restored>true|false) seen=(?P<seen>\d+)")
+_SNAP = re.compile(r"UGATE-SNAP variant=(?P<variant>\S+) job=(?P<job>[0-9a-f]{32}) op=(?P<op>\S+) "
+                   r"subtask=(?P<subtask>\d+) checkpoint=(?P<checkpoint>\d+) seen=(?P<seen>\d+)")
+
+
+@dataclass
+class JobOutput:
+    """What one job run printed: its counter per key, in order, and its tagger's operator state."""
+
+    job_id: str
+    variant: str = ""
+    counts: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    inits: list[dict[str, str]] = field(default_factory=list)
+    snapshots: list[dict[str, str]] = field(default_factory=list)
+
+    def first(self) -> dict[str, int]:
+        return {k: v[0] for k, v in self.counts.items() if v}
+
+    def last(self) -> dict[str, int]:
+        return {k: max(v) for k, v in self.counts.items() if v}
+
+    def restored_seen(self) -> int | None:
+        """Total "seen" the tagger's subtasks restored (None: it did not restore)."""
+        restored = [int(i["seen"]) for i in self.inits if i["restored"] == "true"]
+        return sum(restored) if restored else None
+
+    def snapshot_seen(self) -> int | None:
+        """Total "seen" in the tagger's last snapshot (the savepoint)."""
+        if not self.snapshots:
+            return None
+        last = max(int(s["checkpoint"]) for s in self.snapshots)
+        return sum(int(s["seen"]) for s in self.snapshots if int(s["checkpoint"]) == last)
+
+
+def parse_output(text: str) -> dict[str, JobOutput]:
+    """Every job's output in the TaskManager's stdout, keyed by Flink job id."""
+    jobs: dict[str, JobOutput] = {}
+
+    def job(m: re.Match[str]) -> JobOutput:
+        out = jobs.setdefault(m["job"], JobOutput(m["job"]))
+        out.variant = m["variant"]
+        return out
+
+    for line in text.splitlines():
+        if m := _COUNT.search(line):
+            # With parallelism > 1 a key's lines come from one subtask, so per-key order is preserved.
+            job(m).counts[m["key"]].append(int(m["count"]))
+        elif m := _INIT.search(line):
+            job(m).inits.append(m.groupdict())
+        elif m := _SNAP.search(line):
+            job(m).snapshots.append(m.groupdict())
+    return jobs
