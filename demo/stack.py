@@ -39,13 +39,16 @@ GRAPH_BUCKET = "flink-graphs"
 CATALOGUE = "s3://flink-graphs/next"  # the fleet's next graphs, one spec per job: <CATALOGUE>/<job>.json
 
 # job name -> (release, scenario): upgrades that real Flink ran. orders-enrichment is compatible
-# (SAFE); fraud-scoring inserts a map before a uid-less keyed operator: Flink starts and silently
-# loses the keyed state (STATE_LOSS); payments-dedup changes a parallelism that breaks a chain of
-# uid-less operators: Flink refuses the savepoint (RESTORE_FAILS).
+# (SAFE); fraud-scoring inserts a map before a uid-less keyed operator: Flink starts and hands the
+# keyed state to the map, which ignores it (STATE_MISROUTED); payments-dedup changes a parallelism
+# that breaks a chain of uid-less operators: Flink refuses the savepoint (RESTORE_FAILS);
+# ledger-rollup drops a uid, and with allowNonRestoredState Flink starts without that state
+# (STATE_LOSS).
 SCENARIOS = {
     "orders-enrichment": (RELEASE, "identical-no-uids"),
     "fraud-scoring": (RELEASE, "map-inserted-before-uidless-keyed"),
     "payments-dedup": (RELEASE, "parallelism-breaks-chain-no-uids"),
+    "ledger-rollup": (RELEASE, "uid-removed"),
 }
 
 
