@@ -8,6 +8,8 @@ coordinator state, channel state and finished markers, v4 (1.16) the properties 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from restore.metadata.channel import ChannelStateHandleSerializerV1, ChannelStateHandleSerializerV2
 from restore.metadata.errors import MetadataFormatError
 from restore.metadata.handles import (
@@ -34,7 +36,7 @@ _MIN_OPERATOR_STATE = 16 + 4 + 4 + 4
 _MIN_SUBTASK_ENTRY = 4
 
 
-class MetadataV2V3SerializerBase:
+class MetadataV2V3SerializerBase(ABC):
     VERSION = 0
 
     def deserialize(self, r: BoundedReader, ctx: DeserializationContext) -> CheckpointMetadata:
@@ -78,8 +80,9 @@ class MetadataV2V3SerializerBase:
             inner.fail("found trailing bytes in master state")
         return MasterState(name, version, data)
 
+    @abstractmethod
     def read_operator_state(self, r: BoundedReader, ctx: DeserializationContext) -> OperatorState:
-        raise NotImplementedError
+        """Each format version lays out an operator state differently (flink-internals.md §6.3)."""
 
     def _operator_id(self, r: BoundedReader) -> bytes:
         return r.read_bytes(16, "operator id")

@@ -242,7 +242,7 @@ def test_restore_failure_in_reality_rolls_back_to_v1_from_the_upgrade_savepoint(
 def test_compatible_upgrade_with_rescale_keeps_every_counter(real, v1):
     old = real.current_job
     if old is None or real.hook.job_status(old) != "RUNNING":
-        pytest.skip("needs the running v1 of the previous scenario")
+        pytest.fail("needs the running v1 of the previous scenario, which did not leave it running")
     run = real.rollout(real.job_conf("v2-compatible"))
 
     assert run["state"] == "success", run["output"][-3000:]
@@ -268,7 +268,7 @@ def test_compatible_upgrade_with_rescale_keeps_every_counter(real, v1):
 def test_lossy_upgrade_passes_only_with_the_named_loss_accepted(real, v1):
     old = real.current_job
     if old is None or real.hook.job_status(old) != "RUNNING":
-        pytest.skip("needs the running job of the previous scenario")
+        pytest.fail("needs the running job of the previous scenario, which did not leave it running")
     run = real.rollout(real.job_conf("v2-lossy", allow_non_restored_state=True, accept_state_loss=["tagger"]))
 
     assert run["state"] == "success", run["output"][-3000:]
