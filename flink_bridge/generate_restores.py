@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from flink_bridge.dist import REPO_ROOT, WORK_DIR, ensure_flink, release_of
-from flink_bridge.jvm import java_command
+from flink_bridge.jvm import flink_conf_dir, java_command
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "restores"
 VERSIONS = ("1.20", "2.3")
@@ -47,26 +47,13 @@ MISROUTE = tuple(s for s in SCENARIOS if s.startswith("misroute-"))
 CROSS = "cross-version"
 
 
-def _conf_dir() -> Path:
-    d = WORK_DIR / "jvm" / "restores-conf"
-    d.mkdir(parents=True, exist_ok=True)
-    for name in ("config.yaml", "flink-conf.yaml"):
-        (d / name).touch()
-    (d / "log4j.properties").write_text(
-        "rootLogger.level = ERROR\nrootLogger.appenderRef.console.ref = C\n"
-        "appender.console.name = C\nappender.console.type = CONSOLE\nappender.console.target = SYSTEM_ERR\n"
-        "appender.console.layout.type = PatternLayout\n"
-        "appender.console.layout.pattern = %d{HH:mm:ss} %-5p %c{1} - %m%n\n")
-    return d
-
-
 def stage_dir(release: str) -> Path:
     return WORK_DIR / "restores-stage" / release
 
 
 def run_java(version: str, stage: Path, scenarios: list[str], cross: str | None, timeout: float = 1800) -> None:
     """One JVM, one MiniCluster (1 GB heap: the machine is shared) for all scenarios of a release."""
-    conf = _conf_dir()
+    conf = flink_conf_dir("restores-conf", "ERROR")
     args = [str(stage), *(["--cross-savepoint", cross] if cross else []), *scenarios]
     cmd = java_command("restores", version, "ugate.restores.Main", args, heap="1g")
     cmd.insert(1, f"-Dlog4j.configurationFile={conf / 'log4j.properties'}")

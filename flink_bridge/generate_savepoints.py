@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from flink_bridge.dist import REPO_ROOT, WORK_DIR, FlinkDistError, ensure_flink, release_of
-from flink_bridge.jvm import java_command
+from flink_bridge.jvm import flink_conf_dir, java_command
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "savepoints"
 BENCH_DIR = WORK_DIR / "bench"
@@ -45,24 +45,9 @@ KEEP_STATE_FILES = {"hashmap-native-p4-maxpar256-files"}
 MAX_KEPT_BYTES = 512 * 1024
 
 
-def _conf_dir() -> Path:
-    """An empty Flink config dir (2.x wants config.yaml to exist) with quiet logging."""
-    d = WORK_DIR / "jvm" / "savepoints-conf"
-    d.mkdir(parents=True, exist_ok=True)
-    for name in ("config.yaml", "flink-conf.yaml"):
-        (d / name).touch()
-    (d / "log4j.properties").write_text(
-        "rootLogger.level = WARN\nrootLogger.appenderRef.console.ref = C\n"
-        "appender.console.name = C\nappender.console.type = CONSOLE\n"
-        "appender.console.target = SYSTEM_ERR\n"
-        "appender.console.layout.type = PatternLayout\n"
-        "appender.console.layout.pattern = %d{HH:mm:ss} %-5p %c{1} - %m%n\n")
-    return d
-
-
 def run_java(version: str, main_class: str, args: list[str], timeout: float = 1800) -> str:
     """Run one of our Java mains against Flink `version` (1 GB heap: the machine is shared)."""
-    conf = _conf_dir()
+    conf = flink_conf_dir("savepoints-conf", "WARN")
     cmd = java_command("savepoints", version, main_class, args, heap="1g")
     cmd.insert(1, f"-Dlog4j.configurationFile={conf / 'log4j.properties'}")
     env = dict(os.environ, FLINK_CONF_DIR=str(conf))

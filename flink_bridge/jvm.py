@@ -77,18 +77,30 @@ def java_command(tool: str, version: str, main_class: str, args: list[str],
             "--add-opens=java.base/java.lang=ALL-UNNAMED", "-cp", cp, main_class, *args]
 
 
+def flink_conf_dir(name: str, log_level: str = "WARN") -> Path:
+    """An empty Flink config dir with quiet console logging, for our MiniCluster runs.
+
+    Empty keeps the user's flink-conf out of our runs; it must still hold config.yaml (Flink
+    2.x's MiniCluster refuses to start without one) and flink-conf.yaml (1.x reads that name).
+    """
+    d = WORK_DIR / "jvm" / name
+    d.mkdir(parents=True, exist_ok=True)
+    for conf in ("config.yaml", "flink-conf.yaml"):
+        (d / conf).touch()
+    (d / "log4j.properties").write_text(
+        f"rootLogger.level = {log_level}\nrootLogger.appenderRef.console.ref = C\n"
+        "appender.console.name = C\nappender.console.type = CONSOLE\nappender.console.target = SYSTEM_ERR\n"
+        "appender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %d{HH:mm:ss} %-5p %c{1} - %m%n\n")
+    return d
+
+
 def run_tool(tool: str, version: str, main_class: str, args: list[str],
              extra_classpath: list[Path] | None = None, timeout: float = 600, heap: str = "1g") -> str:
     """Run a helper's main class and return its stdout; raise JvmError with stderr on failure."""
     cmd = java_command(tool, version, main_class, args, extra_classpath, heap)
     env = dict(os.environ)
-    if "FLINK_CONF_DIR" not in env:
-        # An empty config keeps the user's flink-conf out of our runs; Flink 2.x's MiniCluster
-        # refuses to start when the directory has no config.yaml at all.
-        conf = WORK_DIR / "jvm" / "empty-conf"
-        conf.mkdir(parents=True, exist_ok=True)
-        (conf / "config.yaml").touch()
-        env["FLINK_CONF_DIR"] = str(conf)
+    env.setdefault("FLINK_CONF_DIR", str(flink_conf_dir("empty-conf")))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
         raise JvmError(f"{main_class} (Flink {release_of(version)}) exited {proc.returncode}:\n{proc.stderr[-4000:]}")

@@ -8,6 +8,7 @@ notifier sends nothing: an upgrade that passes does not alert.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 from airflow.sdk import BaseNotifier
@@ -17,7 +18,7 @@ from flink_gate.alerts import GateAlert, alert_from_payload
 ALERT_XCOM_KEY = "gate_alert"
 
 
-class GateNotifier(BaseNotifier):
+class GateNotifier(BaseNotifier, ABC):
     """Base of the verdict notifiers: `notify` finds the alert, `send` delivers it."""
 
     def __init__(self, *, gate_task_id: str = "gate") -> None:
@@ -46,5 +47,6 @@ class GateNotifier(BaseNotifier):
             return
         self.send(alert)
 
+    @abstractmethod
     def send(self, alert: GateAlert) -> None:
-        raise NotImplementedError
+        """Deliver the alert over this notifier's channel (webhook, Slack, SMTP)."""
