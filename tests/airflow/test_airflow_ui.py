@@ -142,12 +142,16 @@ def test_trigger_from_the_form_and_read_the_report(stack, standalone, browser):
     _set_text(driver, "element_job_name", job)
     _set_text(driver, "element_graph", stack.inputs[job]["graph"])
     driver.save_screenshot(str(_shot_dir() / "ui-trigger-form.png"))
+    runs_path = "/api/v2/dags/flink_upgrade_gate/dagRuns?limit=100"
+    # the stack's DB already holds the other tests' gate runs; the form's run is the one not among them
+    before = {r["dag_run_id"] for r in _api(standalone, runs_path)["dag_runs"]}
     _wait(driver, lambda d: _button(d, "Trigger", "[role=dialog]"), what="trigger submit").click()
 
     # wait for the run the form started; it must fail at the gate (the verdict blocks the upgrade)
     def finished_run(_):
-        runs = _api(standalone, "/api/v2/dags/flink_upgrade_gate/dagRuns?order_by=-run_after&limit=1")["dag_runs"]
-        return runs[0] if runs and runs[0]["state"] in ("success", "failed") else None
+        new = [r for r in _api(standalone, runs_path)["dag_runs"] if r["dag_run_id"] not in before]
+        assert len(new) <= 1, f"the form started {len(new)} runs"
+        return new[0] if new and new[0]["state"] in ("success", "failed") else None
 
     run = _wait(driver, finished_run, timeout=240, what="dag run finished")
     assert run["conf"]["job_name"] == job and run["conf"]["graph"] == stack.inputs[job]["graph"]
