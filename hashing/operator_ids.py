@@ -53,9 +53,21 @@ def _check_names_and_uids(graph: StreamGraph, version: FlinkVersion) -> None:
 
 def compute_operator_ids(graph: StreamGraph, hasher: str = "v2", flink_version: str | FlinkVersion | None = None,
                          ) -> OperatorIds:
+    """The ids Flink's JobGraph would carry; memoised per graph, hasher and version.
+
+    One check asks for the same ids several times (the V2 -> V3 table, the simulator, the
+    remedies), and a fleet run does it for thousands of jobs; a graph never changes once built."""
     version = flink_version if isinstance(flink_version, FlinkVersion) else FlinkVersion.parse(flink_version)
     if hasher not in HASHERS:
         raise InputError(f"--hasher {hasher!r}: expected one of {', '.join(HASHERS)}")
+    key = f"operator_ids:{hasher}:{version}"
+    cached = graph.cache.get(key)
+    if cached is None:
+        cached = graph.cache[key] = _compute(graph, hasher, version)
+    return cached  # type: ignore[return-value]
+
+
+def _compute(graph: StreamGraph, hasher: str, version: FlinkVersion) -> OperatorIds:
     v2 = StreamGraphHasherV2().traverse_stream_graph_and_generate_hashes(graph)
     primary = v2 if hasher == "v2" else HASHERS[hasher]().traverse_stream_graph_and_generate_hashes(graph)
     user = StreamGraphUserHashHasher().traverse_stream_graph_and_generate_hashes(graph)

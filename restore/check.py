@@ -3,7 +3,8 @@
 The one library entry point (the CLI, Spark jobs and Airflow DAGs call exactly this):
 
     check_upgrade(savepoint, graph, *, hasher="v2", matching="fixed", allow_non_restored_state=False,
-                  flink_version=None, pointer=None, with_remedies=True, old_graph=None) -> CheckResult
+                  flink_version=None, pointer=None, with_remedies=True, old_graph=None,
+                  rescale_detail=True) -> CheckResult
 
 * `savepoint`: a path / file:// / s3:// name (read with `restore.storage.load_savepoint`) or a parsed
   `CheckpointMetadata`. `graph`: a `StreamGraph`, or a path to a graph spec / execution plan.
@@ -26,7 +27,8 @@ state_names, reason}), `remedies[]` ({operator_id, node_id, node_name, action, m
 savepoint_id, matched_by}), `warnings[]`, `misrouted[]` ({operator_id, name, uid, bytes, state_names,
 writer{node_id?, name, uid, ...}, receiver{node_id, name, uid}, counterpart{node_id, name, uid, matched_by}|null,
 detected_by: old-graph|savepoint|keyed-input, evidence[]}), `old_graph` (its name or null).
-Bad input raises `hashing.errors.InputError`.
+`rescale_detail=False` leaves `operators[].rescale` null: a fleet scan needs the verdict and the
+bytes of thousands of jobs, not every subtask's key groups. Bad input raises `hashing.errors.InputError`.
 
 Verdict precedence, worst first: RESTORE_FAILS > STATE_MISROUTED > STATE_LOSS > SAFE. Misrouting
 outranks loss because it is silent twice over: the job runs, and an operator works on another
@@ -221,7 +223,7 @@ def _effective_id(pair: Any, present: set[bytes]) -> bytes:
 
 
 def _operator_rows(metadata: CheckpointMetadata, graph: StreamGraph, sim: Simulation,
-                   losses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                   losses: list[dict[str, Any]], rescale_detail: bool = True) -> list[dict[str, Any]]:
     lost_by_id: dict[str, int] = {}
     for x in losses:
         lost_by_id[x["operator_id"]] = lost_by_id.get(x["operator_id"], 0) + x["bytes"]
@@ -241,7 +243,7 @@ def _operator_rows(metadata: CheckpointMetadata, graph: StreamGraph, sim: Simula
                      "new_operator_id": r.pair.generated.hex() if r else None,
                      "state_bytes": op.state_size,
                      "lost_bytes": min(op.state_size, lost_by_id.get(op.operator_id_hex, 0)),
-                     "state_names": state_names(op), "rescale": _rescale(r) if r else None})
+                     "state_names": state_names(op), "rescale": _rescale(r) if r and rescale_detail else None})
     if sim.assignment is not None:
         for nid, r in sim.assignment.operators.items():
             if r.old is None:
@@ -316,7 +318,8 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: StreamGraph | str 
                   matching: str = "fixed", allow_non_restored_state: bool = False,
                   flink_version: str | FlinkVersion | None = None, pointer: str | None = None,
                   with_remedies: bool = True,
-                  old_graph: StreamGraph | misrouting.GraphSide | str | Path | None = None) -> CheckResult:
+                  old_graph: StreamGraph | misrouting.GraphSide | str | Path | None = None,
+                  rescale_detail: bool = True) -> CheckResult:
     if matching not in MATCHING_MODES:
         raise InputError(f"--matching {matching!r}: expected one of {', '.join(MATCHING_MODES)}")
     metadata = load_savepoint(savepoint) if isinstance(savepoint, str) else savepoint
@@ -327,7 +330,7 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: StreamGraph | str 
     pointer = pointer or savepoint_pointer(metadata)
     ids, sim, shown, found, verdict = _evaluate(metadata, side, hasher, matching, version, allow_non_restored_state,
                                                 pointer, old)
-    rows = _operator_rows(metadata, graph, shown, found.losses)
+    rows = _operator_rows(metadata, graph, shown, found.losses, rescale_detail)
     writers = {m.state.operator_id_hex: (m.writer or {}).get("name") for m in found.wrong_receiver}
     for row in rows:  # a v4 savepoint has no names: show the writer's, not the receiver's
         if writers.get(row["operator_id"]) and not any(o.name for o in metadata.operator_states

@@ -115,14 +115,14 @@ def _split_s3(uri: str) -> tuple[str, str]:
     return parsed.netloc, parsed.path.lstrip("/")
 
 
-def _get_object(client: Any, bucket: str, key: str, max_bytes: int) -> bytes:
+def _get_object(client: Any, bucket: str, key: str, max_bytes: int, what: str = "metadata files") -> bytes:
     uri = f"s3://{bucket}/{key}"
     try:
         obj = client.get_object(Bucket=bucket, Key=key)
         length = int(obj.get("ContentLength", 0))
         if length > max_bytes:
             obj["Body"].close()
-            raise StorageError(f"{uri}: {length} bytes is larger than the {max_bytes}-byte limit for metadata files")
+            raise StorageError(f"{uri}: {length} bytes is larger than the {max_bytes}-byte limit for {what}")
         with obj["Body"] as body:
             data = body.read(max_bytes + 1)
     except StorageError:
@@ -130,8 +130,50 @@ def _get_object(client: Any, bucket: str, key: str, max_bytes: int) -> bytes:
     except Exception as exc:
         raise _s3_error(uri, exc) from None
     if len(data) > max_bytes:
-        raise StorageError(f"{uri}: larger than the {max_bytes}-byte limit for metadata files")
+        raise StorageError(f"{uri}: larger than the {max_bytes}-byte limit for {what}")
     return data
+
+
+def is_s3(name: str) -> bool:
+    return name.startswith(("s3://", "s3a://"))
+
+
+def read_object(name: str, *, max_bytes: int, client: Any | None = None, what: str = "this kind of file") -> bytes:
+    """A whole small file or S3 object (a graph spec, a plan, a jar), bounded in size.
+
+    Errors are `StorageError`s naming the object, as for `_metadata`: the CLI, the Spark jobs and
+    the Airflow hook all read graphs through here, so they fail the same way."""
+    if is_s3(name):
+        bucket, key = _split_s3("s3://" + name.split("://", 1)[1])
+        return _get_object(client or s3_client(), bucket, key, max_bytes, what)
+    path = _local_path(name)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise StorageError(f"{name}: no such file") from None
+    except OSError as exc:
+        raise StorageError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise StorageError(f"{name}: larger than the {max_bytes}-byte limit for {what}")
+    return data
+
+
+def write_object(name: str, data: bytes, *, client: Any | None = None,
+                 content_type: str = "application/octet-stream") -> None:
+    """Publish a report (one PUT on S3; write-then-rename locally, so readers never see half a file)."""
+    if is_s3(name):
+        bucket, key = _split_s3("s3://" + name.split("://", 1)[1])
+        try:
+            (client or s3_client()).put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type)
+        except Exception as exc:
+            raise _s3_error(name, exc) from None
+        return
+    path = _local_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
 
 
 def _exists(client: Any, bucket: str, key: str) -> bool:

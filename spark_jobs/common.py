@@ -249,21 +249,12 @@ def list_children(location: Location, client: Any | None = None) -> list[str]:
 
 
 def read_bytes(name: str, client: Any | None = None, max_bytes: int = 64 * 1024 * 1024) -> bytes:
-    """A whole (small) file or object; bounded so a stray huge object cannot exhaust a worker."""
-    loc = parse_location(name)
-    if loc.scheme == "s3":
-        client = client or s3_client()
-        obj = client.get_object(Bucket=loc.bucket, Key=loc.path)
-        if int(obj.get("ContentLength", 0)) > max_bytes:
-            obj["Body"].close()
-            raise JobError(f"{name}: larger than {max_bytes} bytes")
-        with obj["Body"] as body:
-            return body.read()
-    with open(loc.path, "rb") as f:
-        data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise JobError(f"{name}: larger than {max_bytes} bytes")
-    return data
+    """A whole (small) file or object; bounded so a stray huge object cannot exhaust a worker.
+
+    Raises `restore.storage.StorageError` (an `InputError`) naming the object."""
+    from restore.storage import read_object
+
+    return read_object(name, max_bytes=max_bytes, client=client)
 
 
 def job_name_of(path: str, root: Location) -> str:

@@ -104,7 +104,7 @@ def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non
     old = parse_graph(load_spec(old_spec, client), old_spec).graph if old_spec else None
     result = check_upgrade(savepoint, graph, hasher=hasher, matching=matching,
                            allow_non_restored_state=allow_non_restored_state, flink_version=flink_version,
-                           old_graph=old).to_json()
+                           old_graph=old, rescale_detail=False).to_json()
     state_ops = [op for op in result["operators"] if op.get("note") is None]
     return {
         "verdict": result["verdict"], "restore_succeeds": result["restore_succeeds"],

@@ -61,12 +61,7 @@ def load_spec(path: str, client: Any | None = None) -> Any:
     from hashing.errors import InputError
     from hashing.readers.source import parse_text
 
-    try:
-        data = common.read_bytes(path, client)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except common.JobError as exc:
-        raise InputError(str(exc)) from None
+    data = common.read_bytes(path, client)  # StorageError (an InputError) names the file
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

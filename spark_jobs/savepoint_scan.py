@@ -68,45 +68,49 @@ def savepoint_jobs(spark: SparkSession, source: str, partitions: int | None = No
 
 
 def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str, Any]]:
-    """Find, read and parse one job's newest savepoint; one row per operator state (the inspect view)."""
-    from restore.metadata import parse_metadata, to_json
+    """Find, read and parse one job's newest savepoint; one row per operator state (the inspect view).
+
+    Reads the parsed model directly rather than the `inspect` JSON: a fleet scan does this for
+    every operator of thousands of jobs, and the dict-of-lists view cost more than the parse."""
+    from restore.metadata import parse_metadata
+    from restore.metadata.json_view import properties_json
     from restore.storage import read_metadata_blob
 
     blob = read_metadata_blob(savepoint, client=client)
     meta = parse_metadata(blob.data, blob.source, blob.base_dir)
-    view = to_json(meta)
-    props = view.get("properties") or {}
-    head = {"job": job, "savepoint": savepoint, "metadata": blob.source, "metadata_version": view["version"],
-            "checkpoint_id": view["checkpoint_id"], "snapshot_type": props.get("type"),
+    props = properties_json(meta.properties) or {}
+    head = {"job": job, "savepoint": savepoint, "metadata": blob.source, "metadata_version": meta.version,
+            "checkpoint_id": meta.checkpoint_id, "snapshot_type": props.get("type"),
             "snapshot_format": props.get("format"), "error": None}
     rows = []
-    for op in view["operators"]:
+    for op in meta.operator_states:
         kinds: set[str] = set()
         names: dict[str, str] = {}
         sizes = dict.fromkeys(_KINDS, 0)
-        channel = 0
-        for st in op["subtasks"]:
-            channel += st["channel_state_bytes"]
-            for kind in _KINDS:
-                for handle in st[kind]:
+        channel = finished = 0
+        for st in op.subtask_states.values():
+            channel += st.channel_state_size
+            finished += st.finished
+            for kind, handles in ((_KINDS[0], st.managed_keyed_state), (_KINDS[1], st.raw_keyed_state),
+                                  (_KINDS[2], st.managed_operator_state), (_KINDS[3], st.raw_operator_state)):
+                for handle in handles:
                     kinds.add(kind)
-                    sizes[kind] += handle["bytes"]
-                    for state, info in handle.get("states", {}).items():
-                        names[state] = info["mode"]
-        if op["coordinator_state_bytes"] is not None:
+                    sizes[kind] += handle.state_size
+                    for state, info in getattr(handle, "state_name_to_partition_offsets", {}).items():
+                        names[state] = info.mode.name
+        if op.coordinator_state is not None:
             kinds.add("coordinator")
         if channel:
             kinds.add("channel")
         ordered = sorted(names)
-        rows.append({**head, "operator_id": op["operator_id"], "name": op["name"], "uid": op["uid"],
-                     "parallelism": op["parallelism"], "max_parallelism": op["max_parallelism"],
-                     "fully_finished": op["fully_finished"],
-                     "finished_subtasks": sum(1 for st in op["subtasks"] if st["finished"]),
-                     "subtasks": len(op["subtasks"]), "state_kinds": sorted(kinds), "state_names": ordered,
+        rows.append({**head, "operator_id": op.operator_id_hex, "name": op.name, "uid": op.uid,
+                     "parallelism": op.parallelism, "max_parallelism": op.max_parallelism,
+                     "fully_finished": op.fully_finished, "finished_subtasks": finished,
+                     "subtasks": len(op.subtask_states), "state_kinds": sorted(kinds), "state_names": ordered,
                      "state_modes": [names[n] for n in ordered],
-                     "coordinator_state_bytes": op["coordinator_state_bytes"] or 0,
+                     "coordinator_state_bytes": op.coordinator_state.state_size if op.coordinator_state else 0,
                      **{f"{k}_bytes": v for k, v in sizes.items()}, "channel_state_bytes": channel,
-                     "state_bytes": op["state_bytes"]})
+                     "state_bytes": op.state_size})
     return rows or [{**head, "error": None}]
 
 

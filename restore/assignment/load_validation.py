@@ -19,12 +19,7 @@ def has_state(op: OperatorState) -> bool:
     """Flink: coordinator state present, or any subtask state with `hasState()`."""
     if op.coordinator_state is not None:
         return True
-    return any(_subtask_has_state(s) for s in op.subtask_states.values())
-
-
-def _subtask_has_state(s: object) -> bool:
-    return any(getattr(s, k) for k in ("managed_operator_state", "raw_operator_state", "managed_keyed_state",
-                                       "raw_keyed_state", "input_channel_state", "result_subpartition_state"))
+    return any(s.has_state for s in op.subtask_states.values())
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ BROADCAST subtask i takes old subtask `i % oldP`'s copy. Partitions are list ele
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from hashing.java_hash import string_hash
 from restore.metadata.model import Mode, OperatorStreamStateHandle
@@ -47,6 +48,11 @@ class NewSubtaskOperatorState:
 
 def java_hashmap_order(names: list[str]) -> list[str]:
     """Iteration order of a `java.util.HashMap` filled with `names` in this order (no treeified bins)."""
+    return list(_hashmap_order(tuple(names)))
+
+
+@lru_cache(maxsize=4096)  # a fleet repeats the same few state-name sets on every subtask of every job
+def _hashmap_order(names: tuple[str, ...]) -> tuple[str, ...]:
     cap = 16
     while len(names) > cap * 3 // 4:
         cap *= 2
@@ -56,7 +62,7 @@ def java_hashmap_order(names: list[str]) -> list[str]:
         return (h ^ (h >> 16)) & (cap - 1)
 
     first = {n: i for i, n in reversed(list(enumerate(names)))}
-    return sorted(first, key=lambda n: (bucket(n), first[n]))
+    return tuple(sorted(first, key=lambda n: (bucket(n), first[n])))
 
 
 def _entries(old: list[list[OperatorStreamStateHandle]]) -> list[tuple[int, OperatorStreamStateHandle, str, Mode, int]]:

@@ -22,7 +22,7 @@ def _range(r: KeyGroupRange) -> list[int]:
     return [r.start, r.end]
 
 
-def _properties(p: CheckpointProperties | None) -> dict[str, Any] | None:
+def properties_json(p: CheckpointProperties | None) -> dict[str, Any] | None:
     if p is None:
         return None
     return {"type": "savepoint" if p.is_savepoint else "checkpoint", "format": p.format_type, "name": p.name}
@@ -124,7 +124,7 @@ def _operator(o: OperatorState, detail: bool) -> dict[str, Any]:
 def to_json(m: CheckpointMetadata, detail: bool = False) -> dict[str, Any]:
     """The `inspect` fields; `detail` adds master states and every handle (the oracle comparison shape)."""
     j: dict[str, Any] = {"version": m.version, "checkpoint_id": m.checkpoint_id,
-                         "properties": _properties(m.properties)}
+                         "properties": properties_json(m.properties)}
     if detail:
         j["master_states"] = [{"name": s.name, "version": s.version, "bytes": len(s.data)} for s in m.master_states]
     j["operators"] = [_operator(o, detail) for o in m.operator_states]

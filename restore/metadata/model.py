@@ -329,20 +329,25 @@ class OperatorSubtaskState:
     input_channel_state: tuple[InputStateHandle, ...] = ()
     result_subpartition_state: tuple[OutputStateHandle, ...] = ()
     finished: bool = False
+    # sizes are summed once: the simulator, the report and fleet scans ask for them again and again
+    channel_state_size: int = field(init=False, repr=False, compare=False)
+    state_size: int = field(init=False, repr=False, compare=False)
+    has_state: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def channel_state_size(self) -> int:
-        return sum(h.state_size for h in self.input_channel_state) + sum(
+    def __post_init__(self) -> None:
+        channel = sum(h.state_size for h in self.input_channel_state) + sum(
             h.state_size for h in self.result_subpartition_state)
-
-    @property
-    def state_size(self) -> int:
-        total = self.channel_state_size
+        total = channel
         for group in (self.managed_operator_state, self.raw_operator_state,
                       self.managed_keyed_state, self.raw_keyed_state):
             for h in group:
                 total += h.state_size
-        return total
+        object.__setattr__(self, "channel_state_size", channel)
+        object.__setattr__(self, "state_size", total)
+        # Flink's OperatorSubtaskState.hasState(): any handle at all, even an empty one
+        object.__setattr__(self, "has_state", bool(
+            self.managed_operator_state or self.raw_operator_state or self.managed_keyed_state
+            or self.raw_keyed_state or self.input_channel_state or self.result_subpartition_state))
 
 
 FINISHED_SUBTASK = OperatorSubtaskState(finished=True)
@@ -360,15 +365,15 @@ class OperatorState:
     coordinator_state: ByteStreamStateHandle | None
     subtask_states: dict[int, OperatorSubtaskState]
     fully_finished: bool = False
+    state_size: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        total = self.coordinator_state.state_size if self.coordinator_state is not None else 0
+        object.__setattr__(self, "state_size", total + sum(s.state_size for s in self.subtask_states.values()))
 
     @property
     def operator_id_hex(self) -> str:
         return self.operator_id.hex()
-
-    @property
-    def state_size(self) -> int:
-        total = self.coordinator_state.state_size if self.coordinator_state is not None else 0
-        return total + sum(s.state_size for s in self.subtask_states.values())
 
 
 @dataclass(frozen=True, slots=True)

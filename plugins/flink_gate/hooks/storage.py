@@ -17,7 +17,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from restore.metadata import CheckpointMetadata, parse_metadata
-from restore.storage import MetadataBlob, StorageError, read_metadata_blob
+from restore.storage import MetadataBlob, is_s3, read_metadata_blob, read_object, write_object
 
 MAX_GRAPH_BYTES = 64 * 1024 * 1024
 
@@ -43,7 +43,7 @@ class SavepointStorageHook(BaseHook):
 
     @staticmethod
     def is_s3(uri: str) -> bool:
-        return uri.startswith(("s3://", "s3a://"))
+        return is_s3(uri)
 
     def read_metadata(self, uri: str) -> MetadataBlob:
         """The `_metadata` named by `uri` (a snapshot directory, the file itself, or a job prefix:
@@ -56,39 +56,12 @@ class SavepointStorageHook(BaseHook):
         return parse_metadata(blob.data, blob.source, blob.base_dir), blob.source
 
     def read_bytes(self, uri: str, max_bytes: int = MAX_GRAPH_BYTES) -> bytes:
-        """A whole small object or file (a job-graph spec or plan), bounded in size."""
-        if self.is_s3(uri):
-            from restore.storage import _get_object, _split_s3
-
-            bucket, key = _split_s3("s3://" + uri.split("://", 1)[1])
-            return _get_object(self.s3_client, bucket, key, max_bytes)
-        from restore.storage import _local_path
-
-        path = _local_path(uri)
-        try:
-            with open(path, "rb") as f:
-                data = f.read(max_bytes + 1)
-        except OSError as exc:
-            raise StorageError(f"{uri}: cannot read: {exc.strerror or exc}") from None
-        if len(data) > max_bytes:
-            raise StorageError(f"{uri}: larger than the {max_bytes}-byte limit")
-        return data
+        """A whole small object or file (a job-graph spec, a plan, a jar), bounded in size."""
+        return read_object(uri, max_bytes=max_bytes, client=self.s3_client if self.is_s3(uri) else None)
 
     def write_bytes(self, uri: str, data: bytes, content_type: str = "application/octet-stream") -> None:
         """Publish a report object. Never used on savepoint prefixes (the gate does not write there)."""
-        if self.is_s3(uri):
-            from restore.storage import _split_s3
-
-            bucket, key = _split_s3("s3://" + uri.split("://", 1)[1])
-            self.s3_client.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type)
-            return
-        from restore.storage import _local_path
-
-        path = _local_path(uri)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        write_object(uri, data, client=self.s3_client if self.is_s3(uri) else None, content_type=content_type)
 
     def s3_environment(self) -> dict[str, str]:
         """The connection as the standard AWS environment, for subprocesses (Spark, the CLI).
