@@ -12,7 +12,9 @@ Savepoints carry random ids and timestamps, so re-running changes bytes, not str
 compare our reading with Flink's reading of the same file, never with hard-coded values.
 
 Usage: python -m flink_bridge.generate_savepoints [--versions 1.20 2.0 2.3] [--cases ...]
-       [--out DIR] [--large]   (--large writes the parallelism-128 benchmark savepoint to .work/bench/)
+       [--out DIR] [--large] [--wide]   (--large writes the parallelism-128 benchmark savepoint to
+       .work/bench/, --wide the parallelism-1,000 one: built from Flink's state-handle classes and written
+       by Flink's own Checkpoints.storeCheckpointMetadata, see java/savepoints/common/.../Wide.java)
 """
 
 from __future__ import annotations
@@ -133,12 +135,23 @@ def generate_large(version: str = "2.3") -> Path:
     return generate(version, ["large-p128"], out)[0]
 
 
+WIDE_CASE = "wide-p1000"
+
+
+def generate_wide(version: str = "2.3") -> Path:
+    """The 1,000-subtask benchmark input (kept out of git): 8 operators at parallelism 1,000 whose
+    `CheckpointMetadata` is built in Java and serialized by Flink's own `Checkpoints.storeCheckpointMetadata`
+    (a MiniCluster cannot run 1,000 subtasks on this machine; the serializer decides the bytes)."""
+    return generate(version, [WIDE_CASE], BENCH_DIR)[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--versions", nargs="+", default=list(VERSIONS))
     ap.add_argument("--cases", nargs="+", default=list(CASES))
     ap.add_argument("--out", type=Path, default=FIXTURES)
     ap.add_argument("--large", action="store_true", help="write the parallelism-128 benchmark savepoint instead")
+    ap.add_argument("--wide", action="store_true", help="write the parallelism-1,000 benchmark savepoint instead")
     ap.add_argument("--derive-v3", action="store_true", help="only re-derive the v3 fixtures from the 1.20 ones")
     args = ap.parse_args(argv)
     if args.derive_v3:
@@ -147,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.large:
         print(generate_large(args.versions[-1]))
+        return 0
+    if args.wide:
+        print(generate_wide(args.versions[-1]))
         return 0
     for v in args.versions:
         try:

@@ -67,8 +67,18 @@ def test_vectorised_path_agrees_with_flink(release):
         for max_p in ("128", "4096", "32768"):
             assert vectorized.key_groups(codes, int(max_p)).tolist() == [c["key_group"][max_p] for c in cases]
     strings = [c for c in keys if c["type"] == "String"]
-    codes = vectorized.string_hash_codes([c["value"] for c in strings])
+    values = [c["value"] for c in strings]
+    codes = vectorized.string_hash_codes(values)
     assert codes.tolist() == [c["hash_code"] for c in strings]
+    # what key_alignment hands over: Arrow's UTF-8 buffers, whole, sliced and with 64-bit offsets
+    # (a lone surrogate, which Java strings allow, has no UTF-8 form, so Arrow data never holds one)
+    import pyarrow as pa
+
+    utf8 = [c for c in strings if not any(0xD800 <= ord(ch) <= 0xDFFF for ch in c["value"])]
+    assert len(utf8) < len(strings) and any(ord(ch) > 0xFFFF for c in utf8 for ch in c["value"])
+    values = [c["value"] for c in utf8]
+    for arrow in (pa.array(values), pa.array(["pad", *values]).slice(1), pa.array(values, pa.large_string())):
+        assert vectorized.string_hash_codes(arrow).tolist() == [c["hash_code"] for c in utf8]
     kgs = vectorized.key_groups(codes, 128)
     assert kgs.tolist() == [c["key_group"]["128"] for c in strings]
     assert vectorized.operator_indexes(kgs, 128, 3).tolist() == [c["operator_index"]["128/3"] for c in strings]

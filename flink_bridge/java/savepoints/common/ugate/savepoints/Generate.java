@@ -97,6 +97,8 @@ public final class Generate {
                 return fileMergingCheckpoint(caseDir);
             case "large-p128":
                 return large(caseDir, 128);
+            case "wide-p1000":
+                return Wide.write(caseDir, 1000);
             default:
                 throw new IllegalArgumentException("unknown case " + name);
         }

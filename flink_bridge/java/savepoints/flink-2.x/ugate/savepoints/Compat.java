@@ -1,6 +1,7 @@
 package ugate.savepoints;
 
 import org.apache.flink.runtime.checkpoint.OperatorState;
+import org.apache.flink.runtime.jobgraph.OperatorID;
 import org.apache.flink.streaming.api.datastream.DataStreamSource;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.source.legacy.ParallelSourceFunction;
@@ -12,6 +13,11 @@ final class Compat {
     static String operatorName(OperatorState s) { return s.getOperatorName().orElse(null); }
 
     static String operatorUid(OperatorState s) { return s.getOperatorUid().orElse(null); }
+
+    /** An operator's state in a checkpoint, as the checkpoint coordinator creates it. */
+    static OperatorState operatorState(String name, String uid, OperatorID id, int parallelism, int maxParallelism) {
+        return new OperatorState(name, uid, id, parallelism, maxParallelism);
+    }
 
     /** A legacy ParallelSourceFunction emitting an increasing counter; state via Functions.LegacyCounterState. */
     static DataStreamSource<Long> legacySource(StreamExecutionEnvironment env, long stopAfterOnSubtask1, long sleepMs) {
