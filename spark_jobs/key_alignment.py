@@ -17,8 +17,14 @@ Output (a folder, written atomically): `report.json` (counts and examples: keys 
 one split; keys whose key group is owned by another subtask than the reader of their split) and
 `offenders/` (Parquet, one row per offending key). Key groups and owners are computed by the core's
 vectorised rules (`hashing.vectorized`: Java hashCode + murmur + key-group ranges, checked
-bit-exact against Flink), per Arrow batch in the executors; the per-key checks are one
-aggregation, and all counts are observed during the single write, so the sample is read once.
+bit-exact against Flink), in the executors, once per distinct key.
+
+How (`per_key`): the sample is shuffled once on the key, carrying only (key, split[, reader]),
+and sorted by (key, split) within partitions in the JVM; an Arrow-batched Python step then sees
+each key's rows consecutively and reduces them to one row per key with NumPy (no Spark
+aggregation, no second shuffle), passing on only the keys that may offend plus per-partition
+counts of the others. The totals and the report's examples are observed during the single
+write of `offenders/`, so the sample is read once and nothing is read back.
 
     spark-submit spark_jobs/key_alignment.py --sample s3://b/keys.parquet --key-type long \\
         --parallelism 8 --max-parallelism 128 --output /data/alignment
@@ -47,6 +53,7 @@ if TYPE_CHECKING:
 JOB = "key_alignment"
 KEY_TYPES = {"int": "int", "long": "bigint", "string": "string"}
 DEFAULT_EXAMPLES = 20
+MAX_EXAMPLES = 100_000  # the examples are gathered with Spark's min_by(x, ord, k), which takes k <= 100,000
 
 
 def hash_codes(values: pa.Array, key_type: str) -> np.ndarray:
@@ -57,7 +64,16 @@ def hash_codes(values: pa.Array, key_type: str) -> np.ndarray:
         return vectorized.int_hash_codes(values.to_numpy(zero_copy_only=False))
     if key_type == "long":
         return vectorized.long_hash_codes(values.to_numpy(zero_copy_only=False))
-    return vectorized.string_hash_codes(values.to_pylist())
+    return vectorized.string_hash_codes(values)  # read from the Arrow array's UTF-8 buffers, no Python strings
+
+
+def _readers(batch: pa.RecordBatch, parallelism: int, reader_from_split: bool) -> np.ndarray:
+    """The subtask reading each row (int64): `split % parallelism` (NumPy's, never negative), or the reader column."""
+    import numpy as np
+
+    if reader_from_split:
+        return batch.column("split").to_numpy(zero_copy_only=False).astype(np.int64) % parallelism
+    return batch.column("reader").to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def placement_partition(batches: Iterator[pa.RecordBatch], key_type: str, parallelism: int, max_parallelism: int,
@@ -72,10 +88,7 @@ def placement_partition(batches: Iterator[pa.RecordBatch], key_type: str, parall
         key = batch.column("key")
         groups = vectorized.key_groups(hash_codes(key, key_type), max_parallelism)
         owner = vectorized.operator_indexes(groups, max_parallelism, parallelism)
-        if reader_from_split:
-            reader = batch.column("split").to_numpy(zero_copy_only=False).astype(np.int64) % parallelism
-        else:
-            reader = batch.column("reader").to_numpy(zero_copy_only=False).astype(np.int64)
+        reader = _readers(batch, parallelism, reader_from_split)
         yield pa.RecordBatch.from_arrays(
             [key, batch.column("split"), pa.array(reader.astype(np.int32)), pa.array(groups.astype(np.int32)),
              pa.array(owner.astype(np.int32)), pa.array(owner != reader)],
@@ -97,20 +110,30 @@ def load_sample(spark: SparkSession, path: str, key_column: str, split_column: s
     missing = [c for c in needed if c not in df.columns]
     if missing:
         raise common.JobError(f"{path}: no column(s) {', '.join(missing)} (columns: {', '.join(df.columns)})")
-    cols = [F.col(key_column).cast(KEY_TYPES[key_type]).alias("key"), F.col(split_column).alias("split")]
+    cols = [F.col(key_column).try_cast(KEY_TYPES[key_type]).alias("key"), F.col(split_column).alias("split")]
     if reader_column:
-        cols.append(F.col(reader_column).cast("int").alias("reader"))
+        cols.append(F.col(reader_column).try_cast("int").alias("reader"))
     return df.select(*cols)
+
+
+def _casts_split(sample: DataFrame, reader_from_split: bool) -> bool:
+    """With `--split-owner modulo` the split must be a number: is the split column cast to long?"""
+    from pyspark.sql import types as T
+
+    return reader_from_split and not isinstance(sample.schema["split"].dataType,
+                                                (T.IntegerType, T.LongType, T.ShortType, T.ByteType))
 
 
 def placements(sample: DataFrame, key_type: str, parallelism: int, max_parallelism: int,
                reader_from_split: bool = True) -> DataFrame:
-    """Every sampled row with its key group, owner subtask, reader subtask and whether they differ."""
+    """Every sampled row with its key group, owner subtask, reader subtask and whether they differ.
+
+    A row-level view for inspection and tests; the job itself uses `per_key`, which applies the
+    same rules once per distinct key."""
     from pyspark.sql import types as T
 
-    if reader_from_split and not isinstance(sample.schema["split"].dataType,
-                                            (T.IntegerType, T.LongType, T.ShortType, T.ByteType)):
-        sample = sample.withColumn("split", sample["split"].cast("long"))
+    if _casts_split(sample, reader_from_split):
+        sample = sample.withColumn("split", sample["split"].try_cast("long"))
     columns = ["key", "split"] + ([] if reader_from_split else ["reader"])
     out = T.StructType([sample.schema["key"], sample.schema["split"],
                         T.StructField("reader_subtask", T.IntegerType()), T.StructField("key_group", T.IntegerType()),
@@ -119,54 +142,222 @@ def placements(sample: DataFrame, key_type: str, parallelism: int, max_paralleli
         lambda it: placement_partition(it, key_type, parallelism, max_parallelism, reader_from_split), out)
 
 
-def per_key(placed: DataFrame) -> DataFrame:
-    """One row per key: rows seen, split range, misplaced rows, its key group and owner."""
+PER_KEY_COLUMNS = ("key", "rows", "split_min", "split_max", "misplaced_rows", "key_group", "owner_subtask",
+                   "reader_min", "reader_max", "splits")
+
+
+def _reduce_sorted(batch: pa.RecordBatch, key_type: str, parallelism: int, max_parallelism: int,
+                   reader_from_split: bool) -> pa.RecordBatch:
+    """One row per key of a batch sorted by (key, split, split_raw), nulls first: see `per_key`.
+
+    Key groups and owners are computed once per distinct key; each row's reader by `_readers`. The
+    split range is the first and last non-null split of the key (Spark's min/max, by the sort);
+    `splits` lists the distinct raw splits, for keys that may be in several splits and for the
+    batch's first and last key (which may continue in the neighbouring batches), else null."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from hashing import vectorized
+
+    n = batch.num_rows
+    key, split = batch.column("key"), batch.column("split")
+    raw = batch.column("split_raw") if "split_raw" in batch.schema.names else split
+    if key_type == "string":
+        changed = pc.not_equal(key.slice(1), key.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    else:
+        values = key.to_numpy(zero_copy_only=False)
+        changed = values[1:] != values[:-1]
+    starts = np.flatnonzero(np.concatenate(([True], changed)))
+    ends = np.append(starts[1:], n)
+    lengths = ends - starts
+    keys = key.take(pa.array(starts))
+    groups = vectorized.key_groups(hash_codes(keys, key_type), max_parallelism)
+    owner = vectorized.operator_indexes(groups, max_parallelism, parallelism)
+    reader = _readers(batch, parallelism, reader_from_split)
+    misplaced = np.add.reduceat((np.repeat(owner, lengths) != reader).astype(np.int64), starts)
+    reader32 = reader.astype(np.int32)
+    if split.null_count:
+        nulls = np.add.reduceat(split.is_null().to_numpy(zero_copy_only=False).astype(np.int64), starts)
+        all_null = nulls == lengths
+        split_min = split.take(pa.array(starts + nulls, mask=all_null))
+        split_max = split.take(pa.array(ends - 1, mask=all_null))
+    else:
+        split_min, split_max = split.take(pa.array(starts)), split.take(pa.array(ends - 1))
+    # distinct raw splits: only where the range does not prove a single split (a superset of Spark's
+    # `split_min != split_max`; the edge keys always, their rows may continue in another batch)
+    listed = ~pc.fill_null(pc.equal(split_min, split_max), False).to_numpy(zero_copy_only=False)
+    listed[0] = listed[-1] = True
+    first = np.ones(n, dtype=bool)
+    if n > 1:
+        first[1:] = pc.fill_null(pc.not_equal(raw.slice(1), raw.slice(0, n - 1)), True).to_numpy(
+            zero_copy_only=False)
+    first[starts] = True
+    pick = np.flatnonzero(first & raw.is_valid().to_numpy(zero_copy_only=False) & np.repeat(listed, lengths))
+    counts = np.bincount(np.searchsorted(starts, pick, side="right") - 1, minlength=len(starts))
+    splits = pa.ListArray.from_arrays(pa.array(np.concatenate(([0], np.cumsum(counts))), pa.int32()),
+                                      raw.take(pa.array(pick, pa.int64())), mask=pa.array(~listed))
+    return pa.RecordBatch.from_arrays(
+        [keys, pa.array(lengths, pa.int64()), split_min, split_max, pa.array(misplaced, pa.int64()),
+         pa.array(groups.astype(np.int32)), pa.array(owner.astype(np.int32)),
+         pa.array(np.minimum.reduceat(reader32, starts)), pa.array(np.maximum.reduceat(reader32, starts)), splits],
+        names=list(PER_KEY_COLUMNS))
+
+
+def _fold(carry: pa.RecordBatch, part: pa.RecordBatch) -> pa.RecordBatch:
+    """`part` with `carry` (the same key's row from the previous batch) folded into its first row."""
+    import pyarrow as pa
+
+    a, b = carry.to_pylist()[0], part.slice(0, 1).to_pylist()[0]
+    # rows are sorted by split within a key: the first non-null split is the minimum, the last the
+    # maximum, and a raw split listed in both halves can only be a's last and b's first
+    splits = a["splits"] + b["splits"][1 if a["splits"] and b["splits"] and a["splits"][-1] == b["splits"][0]
+                                       else 0:]
+    merged = {**b, "rows": a["rows"] + b["rows"], "misplaced_rows": a["misplaced_rows"] + b["misplaced_rows"],
+              "split_min": a["split_min"] if a["split_min"] is not None else b["split_min"],
+              "split_max": b["split_max"] if b["split_max"] is not None else a["split_max"],
+              "reader_min": min(a["reader_min"], b["reader_min"]),
+              "reader_max": max(a["reader_max"], b["reader_max"]), "splits": splits}
+    return pa.concat_batches([pa.RecordBatch.from_pylist([merged], schema=part.schema), part.slice(1)])
+
+
+def key_partition(batches: Iterator[pa.RecordBatch], key_type: str, parallelism: int, max_parallelism: int,
+                  reader_from_split: bool) -> Iterator[pa.RecordBatch]:
+    """Executor side: a partition holding all rows of its keys, sorted by key then split -> one row per key.
+
+    A key's rows may straddle Arrow batches: each batch's last key is held back and folded into the
+    next batch's first row when the key continues there."""
+    carry = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        part = _reduce_sorted(batch, key_type, parallelism, max_parallelism, reader_from_split)
+        if carry is not None:
+            if carry.column("key")[0].as_py() == part.column("key")[0].as_py():
+                part = _fold(carry, part)
+            else:
+                yield carry
+        if part.num_rows > 1:
+            yield part.slice(0, part.num_rows - 1)
+        carry = part.slice(part.num_rows - 1)
+    if carry is not None:
+        yield carry
+
+
+def candidate_partition(batches: Iterator[pa.RecordBatch], key_type: str, parallelism: int, max_parallelism: int,
+                        reader_from_split: bool) -> Iterator[pa.RecordBatch]:
+    """`key_partition`, keeping only the keys that may offend: misplaced rows, or a split range that does not
+    prove a single split. The others are only counted, into one last row (key null, `rows` 0) holding
+    `other_keys` and `other_rows`, so that the JVM does not convert and observe a row per aligned key."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    other_keys = other_rows = 0
+    schema = None
+    for part in key_partition(batches, key_type, parallelism, max_parallelism, reader_from_split):
+        fine = ((part.column("misplaced_rows").to_numpy() == 0)
+                & pc.fill_null(pc.equal(part.column("split_min"), part.column("split_max")), False).to_numpy(
+                    zero_copy_only=False))
+        other_keys += int(fine.sum())
+        other_rows += int(part.column("rows").to_numpy()[fine].sum())
+        kept = part.filter(pa.array(~fine))
+        nulls = pa.nulls(kept.num_rows, pa.int64())
+        kept = pa.RecordBatch.from_arrays([*kept.columns, nulls, nulls],
+                                          names=[*kept.schema.names, "other_keys", "other_rows"])
+        schema = kept.schema
+        if kept.num_rows:
+            yield kept
+    if other_keys:
+        yield pa.RecordBatch.from_pylist([{"rows": 0, "other_keys": other_keys, "other_rows": other_rows}],
+                                         schema=schema)
+
+
+def per_key(sample: DataFrame, key_type: str, parallelism: int, max_parallelism: int,
+            reader_from_split: bool = True, candidates_only: bool = False) -> DataFrame:
+    """One row per non-null key: `rows` seen, split range `split_min`/`split_max`, `misplaced_rows`
+    (rows whose reader is not the owner of the key's key group), `key_group`, `owner_subtask`, the
+    range of its readers `reader_min`/`reader_max`, and `splits` (the distinct splits as sampled, before
+    any cast; filled at least for every key with `split_min != split_max`, else null).
+
+    The sample is shuffled once on the key with only the needed columns and sorted within partitions
+    in the JVM; Python then sees each key's rows consecutively (`key_partition`) and applies the core's
+    rules once per distinct key. No Spark aggregation and no second shuffle.
+
+    `candidates_only`: only the keys that may offend, plus per partition one row with a null key and
+    `other_keys`/`other_rows`, the number and rows of the keys left out (see `candidate_partition`)."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
-    return placed.groupBy("key").agg(
-        F.count(F.lit(1)).alias("rows"), F.min("split").alias("split_min"), F.max("split").alias("split_max"),
-        F.sum(F.col("misplaced").cast("long")).alias("misplaced_rows"), F.first("key_group").alias("key_group"),
-        F.first("owner_subtask").alias("owner_subtask"), F.min("reader_subtask").alias("reader_min"),
-        F.max("reader_subtask").alias("reader_max"))
+    cast = _casts_split(sample, reader_from_split)
+    split_type = T.LongType() if cast else sample.schema["split"].dataType
+    raw_type = sample.schema["split"].dataType
+    columns = [F.col("key"), F.col("split").try_cast("long").alias("split") if cast else F.col("split")]
+    columns += [] if reader_from_split else [F.col("reader")]
+    order = [F.col("key"), F.col("split").asc_nulls_first()]
+    if cast:  # list the splits as sampled: carry the raw value beside the number
+        columns.append(F.col("split").alias("split_raw"))
+        order.append(F.col("split_raw").asc_nulls_first())
+    out = T.StructType([sample.schema["key"], T.StructField("rows", T.LongType(), nullable=False),
+                        T.StructField("split_min", split_type), T.StructField("split_max", split_type),
+                        T.StructField("misplaced_rows", T.LongType()), T.StructField("key_group", T.IntegerType()),
+                        T.StructField("owner_subtask", T.IntegerType()), T.StructField("reader_min", T.IntegerType()),
+                        T.StructField("reader_max", T.IntegerType()), T.StructField("splits", T.ArrayType(raw_type))])
+    partition = key_partition
+    if candidates_only:
+        out = out.add("other_keys", T.LongType()).add("other_rows", T.LongType())
+        partition = candidate_partition
+    return (sample.where("key is not null").select(*columns).repartition("key").sortWithinPartitions(*order)
+            .mapInArrow(lambda it: partition(it, key_type, parallelism, max_parallelism, reader_from_split), out))
 
 
-def offenders(keys: DataFrame) -> tuple[DataFrame, Any]:
-    """Keys in several splits or read by the wrong subtask, plus an Observation of the totals."""
+def offenders(keys: DataFrame, examples: int = DEFAULT_EXAMPLES) -> tuple[DataFrame, Any]:
+    """Keys in several splits or read by the wrong subtask, plus an Observation of the totals and of the
+    top `examples` keys of each kind (most rows first, then by key), gathered during the same pass.
+
+    `keys`: `per_key`'s rows, all keys or (`candidates_only`) the candidates plus the counts of the others."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     multi = F.col("split_min") != F.col("split_max")
-    observation = Observation("key_alignment")
-    observed = keys.observe(
-        observation,
-        F.count(F.lit(1)).alias("keys"), F.coalesce(F.sum("rows"), F.lit(0)).alias("rows"),
+    misplaced = F.col("misplaced_rows") > 0
+    counted = "other_keys" in keys.columns
+    n_keys, n_rows = F.count(F.lit(1)), F.coalesce(F.sum("rows"), F.lit(0))
+    if counted:
+        n_keys = F.count("key") + F.coalesce(F.sum("other_keys"), F.lit(0))
+        n_rows = n_rows + F.coalesce(F.sum("other_rows"), F.lit(0))
+    metrics = [
+        n_keys.alias("keys"), n_rows.alias("rows"),
         F.count(F.when(multi, 1)).alias("multi_split_keys"),
         F.coalesce(F.sum(F.when(multi, F.col("rows"))), F.lit(0)).alias("multi_split_rows"),
-        F.count(F.when(F.col("misplaced_rows") > 0, 1)).alias("misplaced_keys"),
-        F.coalesce(F.sum("misplaced_rows"), F.lit(0)).alias("misplaced_rows"))
-    flagged = observed.where(multi | (F.col("misplaced_rows") > 0)).withColumn("in_several_splits", multi)
+        F.count(F.when(misplaced, 1)).alias("misplaced_keys"),
+        F.coalesce(F.sum("misplaced_rows"), F.lit(0)).alias("misplaced_rows")]
+    if examples > 0:  # min_by over (-count, key) ignores rows whose ordering is null: only keys of that kind
+        metrics += [
+            F.min_by(F.struct("key", "rows", "key_group", "owner_subtask", "splits"),
+                     F.when(multi, F.struct(-F.col("rows"), F.col("key"))), examples).alias("multi_split_examples"),
+            F.min_by(F.struct("key", "misplaced_rows", "key_group", "owner_subtask", "reader_min", "reader_max",
+                              "split_min", "split_max"),
+                     F.when(misplaced, F.struct(-F.col("misplaced_rows"), F.col("key"))), examples)
+            .alias("misplaced_examples")]
+    observation = Observation("key_alignment")
+    observed = keys.observe(observation, *metrics)
+    flagged = (observed.where(multi | misplaced).withColumn("in_several_splits", multi)
+               .drop("splits", *(["other_keys", "other_rows"] if counted else [])))
     return flagged, observation
 
 
-def report(stats: dict[str, Any], offenders_df: DataFrame, sample: DataFrame, args: dict[str, Any],
-           examples: int = DEFAULT_EXAMPLES) -> dict[str, Any]:
-    """The JSON report: totals, and up to `examples` example keys of each kind (splits listed in full)."""
-    from pyspark.sql import functions as F
+def report(stats: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """The JSON report: totals, and example keys of each kind (most rows first; splits listed in full).
 
-    multi_examples = [r.asDict() for r in offenders_df.where("in_several_splits").orderBy(F.desc("rows"), "key")
-                      .select("key", "rows", "key_group", "owner_subtask").limit(examples).collect()]
-    if multi_examples:
-        wanted = [e["key"] for e in multi_examples]
-        splits = {r["key"]: sorted(r["splits"]) for r in sample.where(F.col("key").isin(wanted)).groupBy("key")
-                  .agg(F.collect_set("split").alias("splits")).collect()}
-        for e in multi_examples:
-            e["splits"] = splits.get(e["key"], [])
+    `stats`: what `offenders`' Observation gathered (totals and examples) plus `null_keys`."""
+    multi_examples = [{"key": r["key"], "rows": r["rows"], "key_group": r["key_group"],
+                       "owner_subtask": r["owner_subtask"], "splits": sorted(r["splits"])}
+                      for r in sorted(stats.get("multi_split_examples") or [], key=lambda r: (-r["rows"], r["key"]))]
     misplaced_examples = [
         {"key": r["key"], "rows": r["misplaced_rows"], "key_group": r["key_group"], "owner_subtask": r["owner_subtask"],
          "reader_subtasks": sorted({r["reader_min"], r["reader_max"]}),
          "splits": sorted({r["split_min"], r["split_max"]})}
-        for r in offenders_df.where("misplaced_rows > 0").orderBy(F.desc("misplaced_rows"), "key")
-        .limit(examples).collect()]
+        for r in sorted(stats.get("misplaced_examples") or [], key=lambda r: (-r["misplaced_rows"], r["key"]))]
     aligned = stats["multi_split_keys"] == 0 and stats["misplaced_keys"] == 0
     return {
         **args,
@@ -189,6 +380,8 @@ def run_alignment(spark: SparkSession, sample_path: str, output: str, *, key_typ
 
     if key_type not in KEY_TYPES:
         raise common.JobError(f"--key-type {key_type!r}: expected one of {', '.join(KEY_TYPES)}")
+    if not 0 <= examples <= MAX_EXAMPLES:
+        raise common.JobError(f"--examples {examples}: expected 0 to {MAX_EXAMPLES:,}")
     max_p = max_parallelism or compute_default_max_parallelism(parallelism)
     compute_key_group_range_for_operator_index(max_p, parallelism, 0)  # Flink's bounds checks and messages
     from pyspark.sql import Observation
@@ -197,16 +390,14 @@ def run_alignment(spark: SparkSession, sample_path: str, output: str, *, key_typ
     sample = load_sample(spark, sample_path, key_column, split_column, key_type, reader_column)
     inputs = Observation("key_alignment_input")  # null (or, from CSV, unparseable) keys, counted in the same pass
     observed = sample.observe(inputs, F.count(F.when(F.col("key").isNull(), 1)).alias("null_keys"))
-    flagged, observation = offenders(per_key(placements(observed, key_type, parallelism, max_p,
-                                                        reader_column is None)))
+    flagged, observation = offenders(per_key(observed, key_type, parallelism, max_p, reader_column is None,
+                                             candidates_only=True), examples)
     args = {"sample": sample_path, "key_type": key_type, "parallelism": parallelism, "max_parallelism": max_p,
             "split_owner": f"column:{reader_column}" if reader_column else "modulo"}
     with common.atomic_output(output, overwrite=overwrite) as tmp:
         target = common.parse_location(tmp)
         flagged.write.mode("overwrite" if target.scheme == "s3" else "error").parquet(target.child("offenders").uri)
-        stats = {**observation.get, **inputs.get}
-        written = spark.read.parquet(target.child("offenders").uri)
-        doc = report(stats, written, sample, args, examples)
+        doc = report({**observation.get, **inputs.get}, args)
         common.write_json(doc, target.child("report.json").uri, overwrite=True)
     return doc
 
@@ -226,7 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split-column", default="split", help="source split / partition of each sampled record")
     p.add_argument("--reader-column", default=None,
                    help="subtask that reads the record's split; default: split %% parallelism (--split-owner modulo)")
-    p.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES, help="example keys per finding in the report")
+    p.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES,
+                   help=f"example keys per finding in the report (at most {MAX_EXAMPLES:,})")
     p.add_argument("--output", required=True, help="folder for report.json and offenders/ (atomic)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     common.add_spark_arguments(p)

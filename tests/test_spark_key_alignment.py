@@ -85,3 +85,150 @@ def test_flink_bounds_are_enforced(spark, tmp_path) -> None:  # noqa: F811
         key_alignment.run_alignment(spark, str(sample.path), str(tmp_path / "out"), key_type="int", parallelism=8,
                                     max_parallelism=4)
     assert not (tmp_path / "out").exists()
+
+
+# ---- the per-key path against the row-level one and the scalar core ---------------------------------
+JAVA_TYPES = {"int": "Integer", "long": "Long", "string": "String"}
+
+
+def _expected_report(rows: list[tuple], key_type: str, parallelism: int, max_parallelism: int,
+                     examples: int) -> dict:
+    """What key_alignment must report for (key, split[, split as sampled]) rows, by the scalar core and Python's
+    `%` (the reader of split s is s % parallelism, never negative). Rows with a null key only count as null
+    keys; the examples of keys in several splits list the splits as sampled, the misplaced ones the split
+    range and the lowest and highest reader."""
+    from collections import defaultdict
+
+    from hashing.keygroups import assign_key_to_parallel_operator
+
+    per: dict = defaultdict(list)
+    raw: dict = defaultdict(set)
+    for k, s, *sampled in rows:
+        if k is not None:
+            per[k].append(s)
+            raw[k].add(sampled[0] if sampled else s)
+    owner = {k: assign_key_to_parallel_operator(k, max_parallelism, parallelism, JAVA_TYPES[key_type]) for k in per}
+    multi = {k: ss for k, ss in per.items() if len(set(ss)) > 1}
+    bad = {k: [s for s in ss if s % parallelism != owner[k]] for k, ss in per.items()}
+    bad = {k: ss for k, ss in bad.items() if ss}
+    top_multi = sorted(multi, key=lambda k: (-len(per[k]), k))[:examples]
+    top_bad = sorted(bad, key=lambda k: (-len(bad[k]), k))[:examples]
+    readers = {k: {s % parallelism for s in ss} for k, ss in per.items()}
+    return {
+        "rows": sum(len(ss) for ss in per.values()), "keys": len(per),
+        "null_keys": sum(1 for k, *_ in rows if k is None), "offenders": set(multi) | set(bad),
+        "multi": (len(multi), sum(len(ss) for ss in multi.values()),
+                  [(k, len(per[k]), owner[k], sorted(raw[k])) for k in top_multi]),
+        "misplaced": (len(bad), sum(len(ss) for ss in bad.values()),
+                      [(k, len(bad[k]), owner[k], sorted({min(readers[k]), max(readers[k])}),
+                        sorted({min(per[k]), max(per[k])})) for k in top_bad]),
+    }
+
+
+def _check_report(doc: dict, want: dict) -> None:
+    assert (doc["rows"], doc["keys"], doc["null_keys"]) == (want["rows"], want["keys"], want["null_keys"])
+    several, misplaced = doc["keys_in_several_splits"], doc["misplaced"]
+    assert (several["keys"], several["rows"]) == want["multi"][:2]
+    assert [(e["key"], e["rows"], e["owner_subtask"], e["splits"]) for e in several["examples"]] == want["multi"][2]
+    assert (misplaced["keys"], misplaced["rows"]) == want["misplaced"][:2]
+    assert [(e["key"], e["rows"], e["owner_subtask"], e["reader_subtasks"], e["splits"])
+            for e in misplaced["examples"]] == want["misplaced"][2]
+    assert doc["aligned"] == (want["multi"][0] == 0 and want["misplaced"][0] == 0)
+
+
+def test_per_key_agrees_with_the_row_level_placements(spark, tmp_path) -> None:  # noqa: F811
+    """Many rows per key, negative and null splits, keys read by several subtasks, and Arrow batches of 7 rows,
+    so that most keys straddle batches: every per-key row equals Spark's aggregation of the row-level view."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    rng = np.random.default_rng(7)
+    n = 20_000
+    keys = rng.integers(-600, 600, n)
+    splits = rng.integers(-40, 40, n)
+    (tmp_path / "s").mkdir()
+    pq.write_table(pa.table({"key": pa.array(keys, pa.int32()),
+                             "split": pa.array(splits, pa.int64(), mask=rng.random(n) < 0.01)}),
+                   tmp_path / "s" / "part-0.parquet")
+    df = key_alignment.load_sample(spark, str(tmp_path / "s"), "key", "split", "int")
+    before = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+    try:
+        got = {r["key"]: r.asDict() for r in key_alignment.per_key(df, "int", 7, 128).collect()}
+        candidates = key_alignment.per_key(df, "int", 7, 128, candidates_only=True).collect()
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", before)
+    want = {r["key"]: r.asDict() for r in key_alignment.placements(df, "int", 7, 128).groupBy("key").agg(
+        F.count(F.lit(1)).alias("rows"), F.min("split").alias("split_min"), F.max("split").alias("split_max"),
+        F.sum(F.col("misplaced").cast("long")).alias("misplaced_rows"), F.first("key_group").alias("key_group"),
+        F.first("owner_subtask").alias("owner_subtask"), F.min("reader_subtask").alias("reader_min"),
+        F.max("reader_subtask").alias("reader_max"), F.collect_set("split").alias("splits")).collect()}
+    assert got.keys() == want.keys() and len(got) == len(set(keys.tolist()))
+    several = 0
+    for k, w in want.items():
+        g = got[k]
+        assert {c: g[c] for c in w if c != "splits"} == {c: w[c] for c in w if c != "splits"}, k
+        assert g["key_group"] == assign_to_key_group(k, 128, "Integer")
+        if g["split_min"] != g["split_max"]:
+            several += 1
+            assert sorted(g["splits"]) == sorted(w["splits"]), k
+        elif g["splits"] is not None:
+            assert sorted(g["splits"]) == sorted(w["splits"]), k
+    assert several > 100 and sum(g["reader_min"] != g["reader_max"] for g in got.values()) > 100
+    assert any(g["split_min"] is not None and g["split_min"] < 0 for g in got.values())
+    # candidates: every key that may offend, and the others only counted
+    listed = [r for r in candidates if r["key"] is not None]
+    assert {r["key"] for r in listed} >= {k for k, g in got.items()
+                                          if g["misplaced_rows"] or g["split_min"] != g["split_max"]}
+    assert len(listed) + sum(r["other_keys"] or 0 for r in candidates) == len(got)
+    assert sum(r["rows"] for r in listed) + sum(r["other_rows"] or 0 for r in candidates) == n
+
+
+@pytest.mark.parametrize("key_type", ["int", "string"])
+def test_negative_splits_and_keys_read_by_two_readers(spark, tmp_path, key_type) -> None:  # noqa: F811
+    """The whole job (counts and examples) against the scalar core, on a sample whose splits are negative for
+    some keys and whose keys are mostly read by two or more subtasks."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(3)
+    n = 6000
+    ints = rng.integers(-400, 400, n).tolist()
+    splits = rng.integers(-9, 12, n).tolist()
+    keys = ints if key_type == "int" else [f"k{i}" for i in ints]
+    rows = list(zip(keys, splits, strict=True))
+    (tmp_path / "s").mkdir()
+    pq.write_table(pa.table({"key": pa.array(keys, pa.int32() if key_type == "int" else pa.string()),
+                             "split": pa.array(splits, pa.int32())}), tmp_path / "s" / "part-0.parquet")
+    doc = key_alignment.run_alignment(spark, str(tmp_path / "s"), str(tmp_path / "out"), key_type=key_type,
+                                      parallelism=4, max_parallelism=128, examples=7)
+    want = _expected_report(rows, key_type, 4, 128, 7)
+    _check_report(doc, want)
+    offenders = spark.read.parquet(str(tmp_path / "out" / "offenders")).collect()
+    assert {r["key"] for r in offenders} == want["offenders"] and len(offenders) == len(want["offenders"])
+    assert sum(r["misplaced_rows"] for r in offenders) == doc["misplaced"]["rows"]
+
+
+def test_csv_unparseable_keys_are_null_keys(spark, tmp_path) -> None:  # noqa: F811
+    """CSV cells are text: keys that are not numbers (or empty) count as null keys instead of failing the job
+    (Spark 4 casts are ANSI); the rest is checked against the scalar core."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    rows = []
+    path = tmp_path / "keys.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["account", "partition"])
+        for i in range(3000):
+            k, s = int(rng.integers(-200, 200)), int(rng.integers(0, 24))
+            cell = "n/a" if i % 97 == 0 else "" if i % 101 == 0 else str(k)
+            w.writerow([cell, f"{s:02d}" if i % 3 else str(s)])  # "07" and "7": one split, listed as sampled
+            rows.append((int(cell) if cell not in ("", "n/a") else None, s, f"{s:02d}" if i % 3 else str(s)))
+    doc = key_alignment.run_alignment(spark, str(path), str(tmp_path / "out"), key_type="long", parallelism=3,
+                                      max_parallelism=128, key_column="account", split_column="partition")
+    assert doc["null_keys"] > 0
+    _check_report(doc, _expected_report(rows, "long", 3, 128, key_alignment.DEFAULT_EXAMPLES))
