@@ -397,7 +397,18 @@ def run_alignment(spark: SparkSession, sample_path: str, output: str, *, key_typ
     with common.atomic_output(output, overwrite=overwrite) as tmp:
         target = common.parse_location(tmp)
         flagged.write.mode("overwrite" if target.scheme == "s3" else "error").parquet(target.child("offenders").uri)
-        doc = report({**observation.get, **inputs.get}, args)
+        try:
+            stats = {**observation.get, **inputs.get}
+        except Exception:  # Spark drops a plan it proves empty, and the Observation with it
+            if sample.where("key is not null").limit(1).count():
+                raise
+            stats = {"keys": 0}
+        if not stats["keys"]:  # nothing to check is not "aligned": most often a wrong --key-type or column
+            rows = sample.count()
+            article = "an" if key_type == "int" else "a"
+            raise common.JobError(f"{sample_path}: no key to check ({rows} rows, every key null or not {article} "
+                                  f"{key_type}); check --key-type and --key-column")
+        doc = report(stats, args)
         common.write_json(doc, target.child("report.json").uri, overwrite=True)
     return doc
 

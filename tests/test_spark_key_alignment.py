@@ -232,3 +232,16 @@ def test_csv_unparseable_keys_are_null_keys(spark, tmp_path) -> None:  # noqa: F
                                       max_parallelism=128, key_column="account", split_column="partition")
     assert doc["null_keys"] > 0
     _check_report(doc, _expected_report(rows, "long", 3, 128, key_alignment.DEFAULT_EXAMPLES))
+
+
+@pytest.mark.parametrize("body", ["key,split\n", "key,split\nacct-1,1\n,2\n"], ids=["empty", "no-int-key"])
+def test_a_sample_without_keys_is_an_error_not_aligned(spark, tmp_path, body) -> None:  # noqa: F811
+    """Nothing to check must not read as ALIGNED (a wrong --key-type casts every key to null): a clear
+    error naming the sample, and no output left behind."""
+    from spark_jobs.common import JobError
+
+    path = tmp_path / "keys.csv"
+    path.write_text(body)
+    with pytest.raises(JobError, match=f"{path}: no key to check .*every key null or not an int"):
+        key_alignment.run_alignment(spark, str(path), str(tmp_path / "out"), key_type="int", parallelism=2)
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
