@@ -55,11 +55,20 @@ def get_logger(job: str) -> logging.Logger:
     return logger
 
 
-def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
+def add_spark_arguments(parser: argparse.ArgumentParser, output_help: str) -> None:
+    """What every job's CLI shares: where it writes (atomically, `--overwrite` to replace) and how it runs."""
+    parser.add_argument("--output", required=True, help=output_help)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
     parser.add_argument("--master", default=None,
                         help="Spark master; default: the one spark-submit passes, else local[*]")
     parser.add_argument("--partitions", type=int, default=None,
                         help="number of tasks to split the work into (default: 2 per core)")
+
+
+def start(job: str, master: str | None, extra_conf: dict[str, str] | None = None
+          ) -> tuple[logging.Logger, SparkSession]:
+    """A job's logger and session, the first two things every `_run` needs."""
+    return get_logger(job), build_session(job, master, extra_conf=extra_conf)
 
 
 class JobError(Exception):

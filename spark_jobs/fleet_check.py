@@ -240,16 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-non-restored-state", action="store_true")
     p.add_argument("--flink-version", default=None, help="Flink version that will run the new jobs (default 2.3)")
     p.add_argument("--worst", type=int, default=DEFAULT_WORST, help="how many worst jobs the summary lists")
-    p.add_argument("--output", required=True, help="folder for verdicts/ and summary.json (atomic)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    common.add_spark_arguments(p)
+    common.add_spark_arguments(p, "folder for verdicts/ and summary.json (atomic)")
     return p
 
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    log = common.get_logger(JOB)
-    spark = common.build_session(JOB, args.master)
+    log, spark = common.start(JOB, args.master)
     t = time.perf_counter()
     summary = run_check(spark, args.ids, args.scan, args.output, plan=args.plan, old_ids_table=args.old_ids,
                         hasher=args.hasher,

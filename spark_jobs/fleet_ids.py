@@ -147,17 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="V2 and V3 operator ids (and the V2->V3 mapping) of every job graph spec in a catalogue, "
                     "as one Parquet row per stream node.")
     p.add_argument("--catalogue", required=True, help="folder or s3://bucket/prefix of graph specs (JSON/YAML)")
-    p.add_argument("--output", required=True, help="Parquet table to write (replaced atomically with --overwrite)")
     p.add_argument("--flink-version", default=None, help="Flink version that runs the jobs (default: newest, 2.3)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    common.add_spark_arguments(p)
+    common.add_spark_arguments(p, "Parquet table to write (replaced atomically with --overwrite)")
     return p
 
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    log = common.get_logger(JOB)
-    spark = common.build_session(JOB, args.master)
+    log, spark = common.start(JOB, args.master)
     t = time.perf_counter()
     jobs = catalogue(spark, args.catalogue, args.partitions)
     log.info("catalogue %s: %d specs in %d tasks", args.catalogue, jobs.count(), jobs.rdd.getNumPartitions())

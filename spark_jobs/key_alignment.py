@@ -430,17 +430,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="subtask that reads the record's split; default: split %% parallelism (--split-owner modulo)")
     p.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES,
                    help=f"example keys per finding in the report (at most {MAX_EXAMPLES:,})")
-    p.add_argument("--output", required=True, help="folder for report.json and offenders/ (atomic)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    common.add_spark_arguments(p)
+    common.add_spark_arguments(p, "folder for report.json and offenders/ (atomic)")
     return p
 
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    log = common.get_logger(JOB)
-    spark = common.build_session(JOB, args.master,
-                                 extra_conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "200000"})
+    log, spark = common.start(JOB, args.master, {"spark.sql.execution.arrow.maxRecordsPerBatch": "200000"})
     t = time.perf_counter()
     doc = run_alignment(spark, args.sample, args.output, key_type=args.key_type, parallelism=args.parallelism,
                         max_parallelism=args.max_parallelism, key_column=args.key_column,

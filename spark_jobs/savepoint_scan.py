@@ -150,16 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--savepoints", required=True,
                    help="root whose children are the jobs' savepoint prefixes (folder or s3://bucket/prefix), "
                         "or a .csv/.json/.parquet list with columns job, savepoint")
-    p.add_argument("--output", required=True, help="Parquet table to write (replaced atomically with --overwrite)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    common.add_spark_arguments(p)
+    common.add_spark_arguments(p, "Parquet table to write (replaced atomically with --overwrite)")
     return p
 
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    log = common.get_logger(JOB)
-    spark = common.build_session(JOB, args.master)
+    log, spark = common.start(JOB, args.master)
     t = time.perf_counter()
     jobs = savepoint_jobs(spark, args.savepoints, args.partitions)
     log.info("%s: %d jobs in %d tasks", args.savepoints, jobs.count(), jobs.rdd.getNumPartitions())
