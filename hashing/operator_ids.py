@@ -6,6 +6,7 @@ proposal, with `[uid_hash?, v2_id]` as ordered alternatives so that V2 savepoint
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,10 +68,18 @@ def compute_operator_ids(graph: StreamGraph, hasher: str = "v2", flink_version: 
     return cached  # type: ignore[return-value]
 
 
+def _per_graph(graph: StreamGraph, key: str, make: Callable[[StreamGraph], Any]) -> Any:
+    """What every hasher and version of one graph shares (V2 hashes, chains): computed once."""
+    value = graph.cache.get(key)
+    if value is None:
+        value = graph.cache[key] = make(graph)
+    return value
+
+
 def _compute(graph: StreamGraph, hasher: str, version: FlinkVersion) -> OperatorIds:
-    v2 = StreamGraphHasherV2().traverse_stream_graph_and_generate_hashes(graph)
+    v2 = _per_graph(graph, "v2_hashes", StreamGraphHasherV2().traverse_stream_graph_and_generate_hashes)
     primary = v2 if hasher == "v2" else HASHERS[hasher]().traverse_stream_graph_and_generate_hashes(graph)
-    user = StreamGraphUserHashHasher().traverse_stream_graph_and_generate_hashes(graph)
+    user = _per_graph(graph, "user_hashes", StreamGraphUserHashHasher().traverse_stream_graph_and_generate_hashes)
     _check_names_and_uids(graph, version)
 
     pairs: dict[int, OperatorIDPair] = {}
@@ -81,7 +90,7 @@ def _compute(graph: StreamGraph, hasher: str, version: FlinkVersion) -> Operator
         pairs[node.id] = OperatorIDPair(node.id, primary[node.id], tuple(alternatives), node.name, node.uid)
 
     vertices = []
-    for head, members in chains(graph):
+    for head, members in _per_graph(graph, "chains", chains):
         head_node = graph.by_id[head]
         vertices.append(JobVertex(primary[head], head, tuple(pairs[m] for m in members),
                                   head_node.parallelism, head_node.max_parallelism))

@@ -4,7 +4,7 @@ The one library entry point (the CLI, Spark jobs and Airflow DAGs call exactly t
 
     check_upgrade(savepoint, graph, *, hasher="v2", matching="fixed", allow_non_restored_state=False,
                   flink_version=None, pointer=None, with_remedies=True, old_graph=None,
-                  rescale_detail=True) -> CheckResult
+                  rescale_detail=True, with_migration=True) -> CheckResult
 
 * `savepoint`: a path / file:// / s3:// name (read with `restore.storage.load_savepoint`) or a parsed
   `CheckpointMetadata`. `graph`: a `StreamGraph`, or a path to a graph spec / execution plan.
@@ -27,8 +27,9 @@ state_names, reason}), `remedies[]` ({operator_id, node_id, node_name, action, m
 savepoint_id, matched_by}), `warnings[]`, `misrouted[]` ({operator_id, name, uid, bytes, state_names,
 writer{node_id?, name, uid, ...}, receiver{node_id, name, uid}, counterpart{node_id, name, uid, matched_by}|null,
 detected_by: old-graph|savepoint|keyed-input, evidence[]}), `old_graph` (its name or null).
-`rescale_detail=False` leaves `operators[].rescale` null: a fleet scan needs the verdict and the
-bytes of thousands of jobs, not every subtask's key groups. Bad input raises `hashing.errors.InputError`.
+`rescale_detail=False` leaves `operators[].rescale` null and `with_migration=False` leaves
+`migration[]` empty: a fleet scan needs the verdict and the bytes of thousands of jobs, not every
+subtask's key groups (and its V2/V3 table comes from `fleet_ids`). Bad input raises `hashing.errors.InputError`.
 
 Verdict precedence, worst first: RESTORE_FAILS > STATE_MISROUTED > STATE_LOSS > SAFE. Misrouting
 outranks loss because it is silent twice over: the job runs, and an operator works on another
@@ -319,7 +320,7 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: StreamGraph | str 
                   flink_version: str | FlinkVersion | None = None, pointer: str | None = None,
                   with_remedies: bool = True,
                   old_graph: StreamGraph | misrouting.GraphSide | str | Path | None = None,
-                  rescale_detail: bool = True) -> CheckResult:
+                  rescale_detail: bool = True, with_migration: bool = True) -> CheckResult:
     if matching not in MATCHING_MODES:
         raise InputError(f"--matching {matching!r}: expected one of {', '.join(MATCHING_MODES)}")
     metadata = load_savepoint(savepoint) if isinstance(savepoint, str) else savepoint
@@ -354,6 +355,7 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: StreamGraph | str 
         verdict=verdict, restore_succeeds=sim.failure is None,
         flink_error=sim.failure.message if sim.failure else None, operators=tuple(rows),
         losses=tuple(found.losses), remedies=tuple(r.to_json() for r in remedies), verdict_with_remedies=remedied,
-        migration=tuple(_migration(graph, ids, sim)), warnings=tuple(found.warnings), hasher=hasher,
+        migration=tuple(_migration(graph, ids, sim)) if with_migration else (), warnings=tuple(found.warnings),
+        hasher=hasher,
         matching=matching, flink_version=str(version), savepoint=metadata.source, graph_name=graph.name,
         simulation=sim, misrouted=misrouted, old_graph_name=old.graph.name if old else None)

@@ -104,7 +104,7 @@ def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non
     old = parse_graph(load_spec(old_spec, client), old_spec).graph if old_spec else None
     result = check_upgrade(savepoint, graph, hasher=hasher, matching=matching,
                            allow_non_restored_state=allow_non_restored_state, flink_version=flink_version,
-                           old_graph=old, rescale_detail=False).to_json()
+                           old_graph=old, rescale_detail=False, with_migration=False).to_json()
     state_ops = [op for op in result["operators"] if op.get("note") is None]
     return {
         "verdict": result["verdict"], "restore_succeeds": result["restore_succeeds"],
@@ -124,6 +124,7 @@ def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
 
     from hashing.errors import InputError
 
+    common.tune_worker_gc()
     schema = common.arrow_schema(SCHEMA_DDL)
     client = None
     for batch in batches:
@@ -246,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    log, spark = common.start(JOB, args.master)
+    log, spark = common.start(JOB, args.master, python_bound=True)
     t = time.perf_counter()
     summary = run_check(spark, args.ids, args.scan, args.output, plan=args.plan, old_ids_table=args.old_ids,
                         hasher=args.hasher,

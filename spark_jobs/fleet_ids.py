@@ -115,6 +115,7 @@ def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None) 
 
     from hashing.errors import InputError
 
+    common.tune_worker_gc()
     schema = _arrow_schema()
     client = None
     pending: list[dict[str, Any]] = []
@@ -154,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    log, spark = common.start(JOB, args.master)
+    log, spark = common.start(JOB, args.master, python_bound=True)
     t = time.perf_counter()
     jobs = catalogue(spark, args.catalogue, args.partitions)
     log.info("catalogue %s: %d specs in %d tasks", args.catalogue, jobs.count(), jobs.rdd.getNumPartitions())

@@ -89,8 +89,10 @@ def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str
         sizes = dict.fromkeys(_KINDS, 0)
         channel = finished = 0
         for st in op.subtask_states.values():
-            channel += st.channel_state_size
             finished += st.finished
+            if not st.has_state:  # most subtasks: nothing to add up
+                continue
+            channel += st.channel_state_size
             for kind, handles in ((_KINDS[0], st.managed_keyed_state), (_KINDS[1], st.raw_keyed_state),
                                   (_KINDS[2], st.managed_operator_state), (_KINDS[3], st.raw_operator_state)):
                 for handle in handles:
@@ -120,6 +122,7 @@ def scan_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
 
     from hashing.errors import InputError
 
+    common.tune_worker_gc()
     schema = common.arrow_schema(SCHEMA_DDL)
     client = None
     for batch in batches:
@@ -156,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    log, spark = common.start(JOB, args.master)
+    log, spark = common.start(JOB, args.master, python_bound=True)
     t = time.perf_counter()
     jobs = savepoint_jobs(spark, args.savepoints, args.partitions)
     log.info("%s: %d jobs in %d tasks", args.savepoints, jobs.count(), jobs.rdd.getNumPartitions())

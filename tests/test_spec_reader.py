@@ -41,6 +41,11 @@ def test_defaults_follow_the_design():
     (_with(nodes=[{"id": 1}, {"id": 2}, {"id": 3}],
            edges=[{"source": 1, "target": 2}, {"source": 2, "target": 3}, {"source": 3, "target": 2}]),
      r"job.json: the graph has a cycle: 2 -> 3 -> 2"),
+    # node 1 hangs below the cycle 3 -> 4 -> 3 and is the lowest id left: it used to crash the walk
+    (_with(nodes=[{"id": 1}, {"id": 2}, {"id": 3}, {"id": 4}],
+           edges=[{"source": 2, "target": 3}, {"source": 3, "target": 4}, {"source": 4, "target": 3},
+                  {"source": 4, "target": 1}]),
+     r"job.json: the graph has a cycle: 3 -> 4 -> 3"),
     (_with(nodes=[{"id": 1, "chaining_strategy": "SOMETIMES"}]),
      r"job.json: node 1: chaining_strategy 'SOMETIMES' is not one of ALWAYS, NEVER, HEAD, HEAD_WITH_SOURCES"),
     (_with(edges=[{"source": 1, "target": 2, "partitioner": "ROUND_ROBIN"}]),

@@ -24,17 +24,56 @@ _EDGE_KEYS = {"source", "target", "partitioner", "exchange_mode", "type_number",
 E = TypeVar("E", bound=Enum)
 
 
-def _enum(kind: type[E], value: Any, default: E, where: str, field: str) -> E:
+class _Where:
+    """Where a node or edge is, for error messages: formatted only when an error is raised.
+
+    A fleet parses millions of nodes; building every node's location string up front cost
+    more than validating the node."""
+
+    __slots__ = ("_args", "_make")
+
+    def __init__(self, make: Any, *args: Any) -> None:
+        self._make, self._args = make, args
+
+    def __str__(self) -> str:
+        return self._make(*self._args)
+
+    def __format__(self, spec: str) -> str:  # f"{where}: ..." in an error message
+        return format(str(self), spec)
+
+
+def _node_where(origin: str, nid: int | None) -> str:
+    return f"{origin}: node {nid}"
+
+
+def _raw_node_where(origin: str, raw: dict, index: int) -> str:
+    return f"{origin}: node {raw.get('id', f'#{index}')!r}"
+
+
+def _edge_where(origin: str, index: int, raw: dict) -> str:
+    return f"{origin}: edge #{index} ({raw.get('source')!r} -> {raw.get('target')!r})"
+
+
+_ENUM_MEMBERS: dict[tuple[type, Any], Enum] = {}  # (kind, value as written) -> member, filled on first use
+
+
+def _enum(kind: type[E], value: Any, default: E, where: Any, field: str) -> E:
     if value is None:
         return default
+    member = _ENUM_MEMBERS.get((kind, value)) if isinstance(value, str) else None
+    if member is not None:
+        return member  # type: ignore[return-value]
     try:
-        return kind(str(value).upper() if kind is not Factory else str(value).lower())
+        member = kind(str(value).upper() if kind is not Factory else str(value).lower())
     except ValueError:
         allowed = ", ".join(m.value for m in kind)  # type: ignore[attr-defined]
         raise InputError(f"{where}: {field} {value!r} is not one of {allowed}") from None
+    if isinstance(value, str) and len(_ENUM_MEMBERS) < 4096:
+        _ENUM_MEMBERS[(kind, value)] = member
+    return member
 
 
-def _int(value: Any, where: str, field: str, *, lo: int | None = None, hi: int | None = None,
+def _int(value: Any, where: Any, field: str, *, lo: int | None = None, hi: int | None = None,
          optional: bool = False) -> int | None:
     if value is None and optional:
         return None
@@ -45,7 +84,7 @@ def _int(value: Any, where: str, field: str, *, lo: int | None = None, hi: int |
     return value
 
 
-def _str(value: Any, where: str, field: str) -> str | None:
+def _str(value: Any, where: Any, field: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
@@ -53,12 +92,64 @@ def _str(value: Any, where: str, field: str) -> str | None:
     return value
 
 
+def _plain_node(raw: dict) -> StreamNode | None:
+    """The node if every field is plainly valid (what generated specs hold), else None.
+
+    A fleet parses every spec twice (ids, then the check) and most of a parse was the per-field
+    checks' calls. Anything unusual (a missing name, a uid hash, an enum spelling not seen yet,
+    a bad value) returns None, and `_node` then checks it field by field, with the messages."""
+    if not raw.keys() <= _NODE_KEYS:
+        return None
+    get = raw.get
+    nid, name, p, maxp = get("id"), get("name"), get("parallelism", 1), get("max_parallelism")
+    uid, group = get("uid"), get("slot_sharing_group", "default")
+    strategy, factory = get("chaining_strategy"), get("factory")
+    if (type(nid) is not int or type(name) is not str or type(p) is not int
+            or not 1 <= p <= UPPER_BOUND_MAX_PARALLELISM or get("uid_hash") is not None
+            or (maxp is not None and (type(maxp) is not int or not 1 <= maxp <= UPPER_BOUND_MAX_PARALLELISM))
+            or (uid is not None and type(uid) is not str) or (group is not None and type(group) is not str)):
+        return None
+    if strategy is None:
+        strategy = ChainingStrategy.ALWAYS
+    elif type(strategy) is not str or (strategy := _ENUM_MEMBERS.get((ChainingStrategy, strategy))) is None:
+        return None
+    if factory is None:
+        factory = Factory.OPERATOR
+    elif type(factory) is not str or (factory := _ENUM_MEMBERS.get((Factory, factory))) is None:
+        return None
+    return StreamNode(id=nid, name=name, parallelism=p, max_parallelism=maxp, uid=uid, uid_hash=None,
+                      chaining_strategy=strategy, slot_sharing_group=group, factory=factory)
+
+
+def _plain_edge(raw: dict, ids: set[int]) -> StreamEdge | None:
+    """The edge if every field is plainly valid, else None (then `_edge` checks it field by field)."""
+    if not raw.keys() <= _EDGE_KEYS:
+        return None
+    get = raw.get
+    src, dst, type_number = get("source"), get("target"), get("type_number", 0)
+    partitioner, mode = get("partitioner"), get("exchange_mode")
+    if (type(src) is not int or type(dst) is not int or src == dst or src not in ids or dst not in ids
+            or type(type_number) is not int or type_number < 0):
+        return None
+    if partitioner is None:
+        partitioner = Partitioner.FORWARD
+    elif type(partitioner) is not str or (partitioner := _ENUM_MEMBERS.get((Partitioner, partitioner))) is None:
+        return None
+    if mode is None:
+        mode = ExchangeMode.UNDEFINED
+    elif type(mode) is not str or (mode := _ENUM_MEMBERS.get((ExchangeMode, mode))) is None:
+        return None
+    return StreamEdge(source=src, target=dst, partitioner=partitioner, exchange_mode=mode,
+                      type_number=type_number)
+
+
 def _node(raw: Any, index: int, origin: str) -> StreamNode:
+    if type(raw) is dict and (plain := _plain_node(raw)) is not None:
+        return plain
     if not isinstance(raw, dict):
         raise InputError(f"{origin}: nodes[{index}] must be an object, got {type(raw).__name__}")
-    where = f"{origin}: node {raw.get('id', f'#{index}')!r}"
-    nid = _int(raw.get("id"), where, "id")
-    where = f"{origin}: node {nid}"
+    nid = _int(raw.get("id"), _Where(_raw_node_where, origin, raw, index), "id")
+    where = _Where(_node_where, origin, nid)
     unknown = set(raw) - _NODE_KEYS
     if unknown:
         raise InputError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -86,10 +177,11 @@ def _node(raw: Any, index: int, origin: str) -> StreamNode:
 
 
 def _edge(raw: Any, index: int, origin: str, ids: set[int]) -> StreamEdge:
-    where = f"{origin}: edge #{index}"
+    if type(raw) is dict and (plain := _plain_edge(raw, ids)) is not None:
+        return plain
     if not isinstance(raw, dict):
-        raise InputError(f"{where} must be an object, got {type(raw).__name__}")
-    where = f"{origin}: edge #{index} ({raw.get('source')!r} -> {raw.get('target')!r})"
+        raise InputError(f"{origin}: edge #{index} must be an object, got {type(raw).__name__}")
+    where = _Where(_edge_where, origin, index, raw)
     unknown = set(raw) - _EDGE_KEYS
     if unknown:
         raise InputError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -128,6 +220,22 @@ def _find_cycle(nodes: list[StreamNode], edges: list[StreamEdge]) -> list[int] |
     if done == len(nodes):
         return None
     remaining = {nid for nid, d in indegree.items() if d > 0}
+    # Nodes downstream of a cycle remain too but lie on none: drop them (they have no out-edge back
+    # into the rest), so the walk below always closes a cycle instead of running into a dead end.
+    out_degree = {nid: sum(t in remaining for t in outs[nid]) for nid in remaining}
+    ins: dict[int, list[int]] = {nid: [] for nid in remaining}
+    for e in edges:
+        if e.source in remaining and e.target in remaining:
+            ins[e.target].append(e.source)
+    dead = [nid for nid, d in out_degree.items() if d == 0]
+    while dead:
+        nid = dead.pop()
+        remaining.discard(nid)
+        for src in ins[nid]:
+            if src in remaining:
+                out_degree[src] -= 1
+                if out_degree[src] == 0:
+                    dead.append(src)
     path: list[int] = []
     pos: dict[int, int] = {}
     current = min(remaining)

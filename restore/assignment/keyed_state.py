@@ -38,7 +38,10 @@ def key_group_partitions(max_parallelism: int, parallelism: int) -> list[tuple[i
 
 
 def reassign_keyed(op: OperatorState, partitions: list[tuple[int, int]]) -> list[list[KeyedPiece]]:
+    """Per new subtask, the keyed pieces it reads; [] when the operator has no keyed state."""
     new_p = len(partitions)
+    if not any(st.managed_keyed_state or st.raw_keyed_state for st in op.subtask_states.values()):
+        return []  # no keyed state (most operators): nothing for any subtask
     out: list[list[KeyedPiece]] = []
     for i, (a, b) in enumerate(partitions):
         pieces: list[KeyedPiece] = []

@@ -44,6 +44,7 @@ class OperatorRestore:
     overwritten: OperatorState | None = None  # naive mode: found, then replaced by an empty state
     max_parallelism: int = 0  # the vertex's, after adopting the savepoint's
     key_groups: list[tuple[int, int]] = field(default_factory=list)
+    # per new subtask; [] when the old operator has none of that kind (nothing to hand out)
     keyed: list[list[KeyedPiece]] = field(default_factory=list)
     managed_operator: list[NewSubtaskOperatorState] = field(default_factory=list)
     raw_operator: list[NewSubtaskOperatorState] = field(default_factory=list)
@@ -103,6 +104,18 @@ def _check_parallelism_preconditions(vertex: ExecutionJobVertex, states: list[Op
     return maxp
 
 
+def _repartition(st: OperatorState, kind: str, new_parallelism: int) -> list[NewSubtaskOperatorState]:
+    """`repartition_state` of one kind of operator state, or [] when the operator holds none.
+
+    Most operators hold none of a kind, and a fleet check asks this for every operator of every
+    job: [] (nothing for any subtask) avoids building per-subtask lists that stay empty."""
+    subtasks = st.subtask_states
+    if not any(getattr(sub, kind) for sub in subtasks.values()):
+        return []
+    return repartition_state([list(getattr(subtasks[i], kind)) if i in subtasks else []
+                              for i in range(st.parallelism)], st.parallelism, new_parallelism)
+
+
 def assign_states(load: LoadResult, vertices: list[ExecutionJobVertex], graph: StreamGraph,
                   matching: str = "fixed", hasher: str = "v2") -> Assignment:
     local = dict(load.kept)
@@ -132,14 +145,11 @@ def assign_states(load: LoadResult, vertices: list[ExecutionJobVertex], graph: S
             r.key_groups = partitions
             if r.old is None:
                 continue
-            st = r.old
-            r.managed_operator = repartition_state(
-                [list(st.subtask_states[i].managed_operator_state) if i in st.subtask_states else []
-                 for i in range(st.parallelism)], st.parallelism, vertex.parallelism)
-            r.raw_operator = repartition_state(
-                [list(st.subtask_states[i].raw_operator_state) if i in st.subtask_states else []
-                 for i in range(st.parallelism)], st.parallelism, vertex.parallelism)
-            r.keyed = reassign_keyed(st, partitions)
+            if not any(sub.has_state for sub in r.old.subtask_states.values()):
+                continue  # no handle of any kind (coordinator state aside): nothing to hand out
+            r.managed_operator = _repartition(r.old, "managed_operator_state", vertex.parallelism)
+            r.raw_operator = _repartition(r.old, "raw_operator_state", vertex.parallelism)
+            r.keyed = reassign_keyed(r.old, partitions)
     for r in operators.values():
         if r.old is not None and r.old.coordinator_state is not None:
             node = graph.by_id[r.node_id]

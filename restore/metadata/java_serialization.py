@@ -238,8 +238,38 @@ def _enum_name(v: object) -> str | None:
     return v.constant if isinstance(v, JavaEnum) else None
 
 
+# The trailer is the same few hundred bytes in every savepoint of a kind (no ids, no paths), and
+# parsing the Java stream costs about a tenth of a whole file. So parsed trailers are remembered
+# by their bytes: the parse depends on nothing else, and only successes are kept (a bad trailer is
+# parsed, and reported, every time). Keys are the bytes from the trailer to the end of the input,
+# so a hit also consumes exactly what the parse did; long tails are not kept, and the number of
+# entries is bounded.
+_PROPERTIES_CACHE: dict[bytes, tuple[CheckpointProperties, int]] = {}
+_PROPERTIES_CACHE_ENTRIES = 64
+_PROPERTIES_CACHE_MAX_BYTES = 4096
+
+
 def read_checkpoint_properties(r: BoundedReader) -> CheckpointProperties:
     """The v4+ trailer: Flink's `CheckpointProperties` and its `SnapshotType`."""
+    at = r.pos
+    if r.end - at > _PROPERTIES_CACHE_MAX_BYTES:
+        return _read_checkpoint_properties(r)
+    key = bytes(r.data[at:r.end])
+    hit = _PROPERTIES_CACHE.get(key)
+    if hit is None:
+        props = _read_checkpoint_properties(r)
+        if len(_PROPERTIES_CACHE) >= _PROPERTIES_CACHE_ENTRIES:
+            _PROPERTIES_CACHE.clear()
+        _PROPERTIES_CACHE[key] = (props, r.pos - at)
+    else:
+        props, consumed = hit
+        r.pos = at + consumed
+    # a fresh object per file: `flags` is a dict, and callers must not share it
+    return CheckpointProperties(props.is_savepoint, props.format_type, props.name, props.post_checkpoint_action,
+                                props.sharing_files_strategy, dict(props.flags))
+
+
+def _read_checkpoint_properties(r: BoundedReader) -> CheckpointProperties:
     at = r.pos
     obj = JavaStreamReader(r).read_stream()
     if not isinstance(obj, JavaObject) or obj.class_name != PROPERTIES_CLASS:

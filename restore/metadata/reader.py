@@ -88,6 +88,12 @@ class BoundedReader:
     def read_count(self, what: str, item_bytes: int) -> int:
         """An int count of items of at least `item_bytes` each, checked against the bytes left."""
         at = self.pos
+        left = self.end - at - 4
+        if left >= 0:  # the usual case: no f-string for `what`, one bounds check
+            n = _INT.unpack_from(self.data, at)[0]
+            if n >= 0 and n * item_bytes <= left:
+                self.pos = at + 4
+                return n
         n = self.read_int(f"number of {what}")
         if n < 0:
             self.fail(f"expected a number of {what} >= 0, found {n}", at)
@@ -109,6 +115,14 @@ class BoundedReader:
     def read_utf(self, what: str = "string") -> str:
         """`DataInputStream.readUTF`: u16 length, then modified UTF-8."""
         at = self.pos
+        data = self.data
+        if self.end - at >= 2:  # the usual case, an ASCII string that is all there: no f-string, one slice
+            stop = at + 2 + (data[at] << 8 | data[at + 1])
+            if stop <= self.end:
+                raw = data[at + 2:stop]
+                if raw.isascii():
+                    self.pos = stop
+                    return raw.decode("ascii")
         pos = self._need(2, f"length of {what}")
         n = _SHORT.unpack_from(self.data, pos)[0]
         start = self._need(n, what)

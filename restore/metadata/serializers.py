@@ -8,12 +8,16 @@ coordinator state, channel state and finished markers, v4 (1.16) the properties 
 
 from __future__ import annotations
 
+import struct
 from abc import ABC, abstractmethod
 
 from restore.metadata.channel import ChannelStateHandleSerializerV1, ChannelStateHandleSerializerV2
 from restore.metadata.errors import MetadataFormatError
 from restore.metadata.handles import (
+    NULL_HANDLE,
     DeserializationContext,
+    fast_keyed_handle,
+    fast_operator_handle,
     read_keyed_handle,
     read_operator_handle,
     read_stream_handle,
@@ -26,6 +30,8 @@ from restore.metadata.model import (
     MasterState,
     OperatorState,
     OperatorSubtaskState,
+    new_operator_state,
+    new_subtask_state,
 )
 from restore.metadata.reader import BoundedReader
 
@@ -151,6 +157,81 @@ class MetadataV2Serializer(MetadataV2V3SerializerBase):
 # null tags), no channel handles (two 0 counts). Most subtasks of a real job look like this.
 _EMPTY_SUBTASK_BYTES = bytes(4 + 4 + 1 + 1 + 4 + 4)
 _EMPTY_SUBTASK = OperatorSubtaskState()
+_NO_CHANNEL_STATE = bytes(4 + 4)  # v3+: no input channel and no result subpartition handles
+
+_INT_AT = struct.Struct(">i").unpack_from
+# v3+ operator without coordinator state, after the 16-byte id: parallelism, max parallelism, the
+# null stream-handle tag (skipped) and the number of subtask states.
+_HEAD_AT = struct.Struct(">iixi").unpack_from
+_HEAD_BYTES = 16 + 4 + 4 + 1 + 4
+
+
+def _fast_operator_head(r: BoundedReader) -> tuple[bytes, int, int, int] | None:
+    """Id, parallelism, max parallelism and subtask count of a v3+ operator without coordinator state.
+
+    Most operators have none, so one unpack replaces four reader calls. None (a coordinator, a
+    negative or oversized field) leaves `r` where it was: the general path reads it, and reports.
+    """
+    data = r.data
+    pos = r.pos
+    left = r.end - pos - _HEAD_BYTES
+    if left < 0 or data[pos + 24] != NULL_HANDLE:
+        return None
+    parallelism, max_parallelism, n = _HEAD_AT(data, pos + 16)
+    if parallelism < 0 or max_parallelism < 0 or n < 0 or n * _MIN_SUBTASK_ENTRY > left:
+        return None
+    r.pos = pos + _HEAD_BYTES
+    return data[pos:pos + 16], parallelism, max_parallelism, n
+
+
+def _fast_subtask(data: bytes, pos: int, end: int,
+                  ctx: DeserializationContext) -> tuple[OperatorSubtaskState, int] | None:
+    """A v3+ subtask whose handles all have the common layouts (`handles.fast_*`), no channel state.
+
+    Returns the state and the offset after it, or None to have the general reader read the same
+    bytes (and raise its exact error if they are bad).
+    """
+    if end - pos < 4:
+        return None
+    managed_op: tuple = ()
+    raw_op: tuple = ()
+    managed_keyed: tuple = ()
+    raw_keyed: tuple = ()
+    if _INT_AT(data, pos)[0]:
+        found = fast_operator_handle(data, pos + 4, end, ctx)
+        if found is None:
+            return None
+        h, pos = found
+        if h is not None:
+            managed_op = (h,)
+    else:
+        pos += 4
+    if end - pos < 4:
+        return None
+    if _INT_AT(data, pos)[0]:
+        found = fast_operator_handle(data, pos + 4, end, ctx)
+        if found is None:
+            return None
+        h, pos = found
+        if h is not None:
+            raw_op = (h,)
+    else:
+        pos += 4
+    found = fast_keyed_handle(data, pos, end, ctx)
+    if found is None:
+        return None
+    h, pos = found
+    if h is not None:
+        managed_keyed = (h,)
+    found = fast_keyed_handle(data, pos, end, ctx)
+    if found is None:
+        return None
+    h, pos = found
+    if h is not None:
+        raw_keyed = (h,)
+    if not data.startswith(_NO_CHANNEL_STATE, pos, end):
+        return None
+    return new_subtask_state(managed_op, raw_op, managed_keyed, raw_keyed), pos + 8
 
 
 class MetadataV3Serializer(MetadataV2V3SerializerBase):
@@ -172,6 +253,11 @@ class MetadataV3Serializer(MetadataV2V3SerializerBase):
 
     def _operator_body(self, r: BoundedReader, ctx: DeserializationContext,
                        name: str | None, uid: str | None) -> OperatorState:
+        head = _fast_operator_head(r)
+        if head is not None:
+            op_id, parallelism, max_parallelism, n = head
+            return new_operator_state(op_id, name, uid, parallelism, max_parallelism, None,
+                                      self._subtasks(r, ctx, parallelism, n))
         op_id = self._operator_id(r)
         parallelism, max_parallelism = self._parallelism(r)
         at = r.pos
@@ -186,18 +272,49 @@ class MetadataV3Serializer(MetadataV2V3SerializerBase):
             return OperatorState(op_id, name, uid, parallelism, max_parallelism, None, {}, fully_finished=True)
         if n * _MIN_SUBTASK_ENTRY > r.remaining():
             r.fail(f"number of subtask states {n} exceeds the bytes left ({r.remaining()})", at)
+        return new_operator_state(op_id, name, uid, parallelism, max_parallelism, coordinator,
+                                  self._subtasks(r, ctx, parallelism, n))
+
+    def _subtasks(self, r: BoundedReader, ctx: DeserializationContext,
+                  parallelism: int, n: int) -> dict[int, OperatorSubtaskState]:
+        """`n` (index, subtask state) entries; a negative index -i-1 marks subtask i as finished.
+
+        The hottest loop of the reader (a job has ~3 subtasks per operator, most of them empty):
+        the offset lives in a local, empty and common-layout subtasks are taken without reader
+        calls, anything else is handed to `read_subtask_state` at the same offset.
+        """
+        data = r.data
+        end = r.end
+        pos = r.pos
+        int_at = _INT_AT
+        is_empty_at = data.startswith
+        empty = _EMPTY_SUBTASK_BYTES
+        empty_bytes = len(empty)
         subtasks: dict[int, OperatorSubtaskState] = {}
         for _ in range(n):
-            at = r.pos
-            raw = r.read_int("subtask index")
+            if end - pos < 4:
+                r.pos = pos
+                r.read_int("subtask index")  # raises: truncated
+            raw = int_at(data, pos)[0]
+            index = raw if raw >= 0 else -raw - 1
+            if index >= parallelism:
+                self._check_index(r, index, parallelism, pos)  # raises
+            pos += 4
             if raw < 0:
-                index = -raw - 1
-                self._check_index(r, index, parallelism, at)
                 subtasks[index] = FINISHED_SUBTASK
+            elif is_empty_at(empty, pos, end):
+                subtasks[index] = _EMPTY_SUBTASK
+                pos += empty_bytes
             else:
-                self._check_index(r, raw, parallelism, at)
-                subtasks[raw] = self.read_subtask_state(r, ctx)
-        return OperatorState(op_id, name, uid, parallelism, max_parallelism, coordinator, subtasks)
+                found = _fast_subtask(data, pos, end, ctx)
+                if found is None:
+                    r.pos = pos
+                    subtasks[index] = self.read_subtask_state(r, ctx)
+                    pos = r.pos
+                else:
+                    subtasks[index], pos = found
+        r.pos = pos
+        return subtasks
 
     def read_channel_state(self, r: BoundedReader, ctx: DeserializationContext) -> tuple[tuple, tuple]:
         ch = self.channel
