@@ -283,6 +283,17 @@ def _longs_at(data: bytes, pos: int, k: int) -> tuple[int, ...]:
     return _unpack_from(f">{k}q", data, pos)
 
 
+def _ascii_utf_at(data: bytes, pos: int, end: int) -> tuple[str, int] | None:
+    """A `writeUTF` string at `pos` that is all there and ASCII: (text, offset after it), else None."""
+    if end - pos < 2:
+        return None
+    stop = pos + 2 + (data[pos] << 8 | data[pos + 1])
+    if stop > end:
+        return None
+    raw = data[pos + 2:stop]
+    return (raw.decode("ascii"), stop) if raw.isascii() else None
+
+
 def fast_stream_handle(data: bytes, pos: int, end: int,
                        ctx: DeserializationContext) -> tuple[StreamStateHandle | None, int] | None:
     """Tags 0, 1, 2 and 6 (what `read_stream_handle` reads at depth > 0 falls back as well)."""
@@ -293,43 +304,30 @@ def fast_stream_handle(data: bytes, pos: int, end: int,
     if tag == NULL_HANDLE:
         return None, pos
     if tag == BYTE_STREAM_STATE_HANDLE:
-        if end - pos < 2:
+        text = _ascii_utf_at(data, pos, end)
+        if text is None or end - text[1] < 4:
             return None
-        stop = pos + 2 + (data[pos] << 8 | data[pos + 1])
-        if end - stop < 4:
-            return None
-        name = data[pos + 2:stop]
-        if not name.isascii():
-            return None
+        name, stop = text
         n = _INT_AT(data, stop)[0]
         pos = stop + 4
         if n < 0 or n > end - pos:
             return None
-        return ByteStreamStateHandle(name.decode("ascii"), data[pos:pos + n]), pos + n
+        return ByteStreamStateHandle(name, data[pos:pos + n]), pos + n
     if tag == RELATIVE_STREAM_STATE_HANDLE:
         prefix = ctx._prefix
-        if prefix is None or end - pos < 2:
+        text = _ascii_utf_at(data, pos, end) if prefix is not None else None
+        if text is None or end - text[1] < 8:
             return None
-        stop = pos + 2 + (data[pos] << 8 | data[pos + 1])
-        if end - stop < 8:
-            return None
-        rel = data[pos + 2:stop]
-        if not rel.isascii():
-            return None
-        relative = rel.decode("ascii")
+        relative, stop = text
         return RelativeFileStateHandle(prefix + relative, relative, _LONG_AT(data, stop)[0]), stop + 8
     if tag == FILE_STREAM_STATE_HANDLE:
         if end - pos < 10:
             return None
         size = _LONG_AT(data, pos)[0]
-        pos += 8
-        stop = pos + 2 + (data[pos] << 8 | data[pos + 1])
-        if stop > end:
+        text = _ascii_utf_at(data, pos + 8, end)
+        if text is None:
             return None
-        path = data[pos + 2:stop]
-        if not path.isascii():
-            return None
-        return FileStateHandle(path.decode("ascii"), size), stop
+        return FileStateHandle(text[0], size), text[1]
     return None
 
 
@@ -361,16 +359,10 @@ def fast_keyed_handle(data: bytes, pos: int, end: int,
     delegate, pos = found
     handle_id = None
     if tag == KEY_GROUPS_HANDLE_V2:
-        if end - pos < 2:
+        text = _ascii_utf_at(data, pos, end)
+        if text is None:
             return None
-        stop = pos + 2 + (data[pos] << 8 | data[pos + 1])
-        if stop > end:
-            return None
-        raw = data[pos + 2:stop]
-        if not raw.isascii():
-            return None
-        handle_id = raw.decode("ascii")
-        pos = stop
+        handle_id, pos = text
     rng = KeyGroupRange(start, start + num - 1) if num > 0 else EMPTY_KEY_GROUP_RANGE
     return cls(rng, offsets, delegate, handle_id), pos
 

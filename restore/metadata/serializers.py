@@ -184,6 +184,26 @@ def _fast_operator_head(r: BoundedReader) -> tuple[bytes, int, int, int] | None:
     return data[pos:pos + 16], parallelism, max_parallelism, n
 
 
+def _flagged_operator_handle(data: bytes, pos: int, end: int, ctx: DeserializationContext) -> tuple[tuple, int] | None:
+    """An int flag, then an operator handle if it is set: ((handle,) or (), offset after), or None."""
+    if end - pos < 4:
+        return None
+    if not _INT_AT(data, pos)[0]:
+        return (), pos + 4
+    found = fast_operator_handle(data, pos + 4, end, ctx)
+    if found is None:
+        return None
+    return ((found[0],) if found[0] is not None else ()), found[1]
+
+
+def _keyed_handles(data: bytes, pos: int, end: int, ctx: DeserializationContext) -> tuple[tuple, int] | None:
+    """A keyed handle: ((handle,) or (), offset after), or None to fall back to the general reader."""
+    found = fast_keyed_handle(data, pos, end, ctx)
+    if found is None:
+        return None
+    return ((found[0],) if found[0] is not None else ()), found[1]
+
+
 def _fast_subtask(data: bytes, pos: int, end: int,
                   ctx: DeserializationContext) -> tuple[OperatorSubtaskState, int] | None:
     """A v3+ subtask whose handles all have the common layouts (`handles.fast_*`), no channel state.
@@ -191,44 +211,22 @@ def _fast_subtask(data: bytes, pos: int, end: int,
     Returns the state and the offset after it, or None to have the general reader read the same
     bytes (and raise its exact error if they are bad).
     """
-    if end - pos < 4:
-        return None
-    managed_op: tuple = ()
-    raw_op: tuple = ()
-    managed_keyed: tuple = ()
-    raw_keyed: tuple = ()
-    if _INT_AT(data, pos)[0]:
-        found = fast_operator_handle(data, pos + 4, end, ctx)
-        if found is None:
-            return None
-        h, pos = found
-        if h is not None:
-            managed_op = (h,)
-    else:
-        pos += 4
-    if end - pos < 4:
-        return None
-    if _INT_AT(data, pos)[0]:
-        found = fast_operator_handle(data, pos + 4, end, ctx)
-        if found is None:
-            return None
-        h, pos = found
-        if h is not None:
-            raw_op = (h,)
-    else:
-        pos += 4
-    found = fast_keyed_handle(data, pos, end, ctx)
+    found = _flagged_operator_handle(data, pos, end, ctx)
     if found is None:
         return None
-    h, pos = found
-    if h is not None:
-        managed_keyed = (h,)
-    found = fast_keyed_handle(data, pos, end, ctx)
+    managed_op, pos = found
+    found = _flagged_operator_handle(data, pos, end, ctx)
     if found is None:
         return None
-    h, pos = found
-    if h is not None:
-        raw_keyed = (h,)
+    raw_op, pos = found
+    found = _keyed_handles(data, pos, end, ctx)
+    if found is None:
+        return None
+    managed_keyed, pos = found
+    found = _keyed_handles(data, pos, end, ctx)
+    if found is None:
+        return None
+    raw_keyed, pos = found
     if not data.startswith(_NO_CHANNEL_STATE, pos, end):
         return None
     return new_subtask_state(managed_op, raw_op, managed_keyed, raw_keyed), pos + 8
