@@ -145,7 +145,7 @@ def core_keys(root: Path, key_type: str, parallelism: int = 8, max_parallelism: 
 def spark_worker(kind: str, cores: int, arg: str, key_type: str | None) -> dict[str, Any]:
     import shutil
 
-    from spark_jobs import common, fleet_check, fleet_ids, key_alignment, savepoint_scan
+    from spark_jobs import common, fleet_check, fleet_ids, key_alignment, parquet_output, savepoint_scan
 
     t0 = time.perf_counter()
     conf = {"spark.driver.memory": DRIVER_MEMORY, "spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
@@ -162,13 +162,13 @@ def spark_worker(kind: str, cores: int, arg: str, key_type: str | None) -> dict[
         partitions = 4 * cores
 
         def ids() -> float:
-            common.write_parquet(fleet_ids.fleet_ids(fleet_ids.catalogue(spark, str(root / "upgrades"), partitions)),
-                                 str(out / "ids"))
+            parquet_output.write_table(fleet_ids.ids_rows(fleet_ids.catalogue(spark, str(root / "upgrades"),
+                                                                                  partitions)), str(out / "ids"))
             return time.perf_counter() - t
 
         def scan() -> float:
             jobs = savepoint_scan.savepoint_jobs(spark, str(root / "savepoints"), partitions)
-            common.write_parquet(savepoint_scan.savepoint_scan(jobs), str(out / "scan"))
+            parquet_output.write_table(savepoint_scan.scan_rows(jobs), str(out / "scan"))
             return time.perf_counter() - t
 
         # as flink_fleet_scan runs them: fleet_ids and savepoint_scan at once, then fleet_check

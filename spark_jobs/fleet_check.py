@@ -1,7 +1,8 @@
 """fleet_check: the gate's verdict for every job of a fleet, and one summary a DAG can gate on.
 
-Joins, by job, the `fleet_ids` table of the *new* graphs (which spec each job will run) with the
-`savepoint_scan` table (which `_metadata` each job would restore from), then runs the product's
+Pairs, by job, the `fleet_ids` table of the *new* graphs (which spec each job will run) with the
+`savepoint_scan` table (which `_metadata` each job would restore from) in the driver
+(`fleet_inputs`), then runs the product's
 restore simulator (`restore.check.check_upgrade`, the same call `upgrade-gate check` makes) once
 per job inside the executors. Per-job options (hasher, matching, allowNonRestoredState, Flink
 version) come from an optional plan (CSV/JSON/Parquet with a `job` column), else from the flags.
@@ -28,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_jobs import common
+from spark_jobs import common, fleet_inputs
+from spark_jobs.parquet_output import ArrowRows, write_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,43 +53,6 @@ except ImportError as _exc:  # pragma: no cover - only without restore/check.py
                                        f"the restore simulator (restore/check.py)")
 else:
     _CHECK_IMPORT_ERROR = None
-
-
-def check_inputs(ids: DataFrame, scan: DataFrame, plan: DataFrame | None, *, hasher: str, matching: str,
-                 allow_non_restored_state: bool, flink_version: str | None,
-                 old_ids: DataFrame | None = None) -> DataFrame:
-    """One row per job: its new spec, its savepoint `_metadata`, the options, or why it cannot be checked."""
-    from pyspark.sql import functions as F
-
-    graphs = ids.groupBy("job").agg(F.first("spec").alias("spec"), F.max("error").alias("graph_error"))
-    savepoints = scan.groupBy("job").agg(F.first("metadata", ignorenulls=True).alias("metadata"),
-                                         F.max("error").alias("savepoint_error"))
-    jobs = graphs.join(savepoints, "job", "full_outer")
-    if old_ids is not None:  # the graphs running today: lets the simulator trace misrouted state to its writer
-        jobs = jobs.join(old_ids.groupBy("job").agg(F.first("spec").alias("old_spec")), "job", "left")
-    else:
-        jobs = jobs.withColumn("old_spec", F.lit(None).cast("string"))
-    defaults = {"hasher": F.lit(hasher), "matching": F.lit(matching),
-                "allow_non_restored_state": F.lit(allow_non_restored_state),
-                "flink_version": F.lit(flink_version).cast("string")}
-    if plan is not None:
-        if "job" not in plan.columns:
-            raise common.JobError("the plan needs a 'job' column")
-        wanted = [c for c in defaults if c in plan.columns]
-        plan = plan.select("job", *[F.col(c).alias(f"plan_{c}") for c in wanted])
-        jobs = jobs.join(plan, "job", "left")
-        for c in wanted:
-            planned = F.col(f"plan_{c}")
-            if c == "allow_non_restored_state":
-                planned = F.lower(planned.cast("string")).isin("true", "1", "yes")
-            defaults[c] = F.coalesce(F.when(F.col(f"plan_{c}").isNotNull(), planned), defaults[c])
-    error = (F.when(F.col("spec").isNull(), F.lit("no new graph spec for this job in the ids table"))
-             .when(F.col("metadata").isNull() & F.col("savepoint_error").isNull(),
-                   F.lit("no savepoint for this job in the scan table"))
-             .when(F.col("graph_error").isNotNull(), F.concat(F.lit("graph: "), F.col("graph_error")))
-             .when(F.col("savepoint_error").isNotNull(), F.concat(F.lit("savepoint: "), F.col("savepoint_error"))))
-    return jobs.select("job", "spec", "metadata", "old_spec", *[v.alias(k) for k, v in defaults.items()],
-                       error.alias("input_error"))
 
 
 def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non_restored_state: bool,
@@ -150,28 +115,51 @@ def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
         yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
-def fleet_check(inputs: DataFrame, partitions: int | None = None) -> DataFrame:
-    """`check_inputs` rows -> one verdict row per job (`SCHEMA_DDL`), simulated in the executors."""
+def check_rows(inputs: DataFrame, partitions: int | None = None) -> ArrowRows:
+    """`fleet_inputs.INPUT_DDL` rows -> one verdict row per job (`SCHEMA_DDL`), simulated in the executors."""
     if partitions:
         inputs = inputs.repartition(partitions)
-    return inputs.mapInArrow(check_partition, common.spark_schema(SCHEMA_DDL))
+    return ArrowRows(inputs, check_partition, SCHEMA_DDL)
 
 
-def summarize(verdicts: DataFrame, worst: int = DEFAULT_WORST) -> dict[str, Any]:
+def fleet_check(inputs: DataFrame, partitions: int | None = None) -> DataFrame:
+    """The verdict rows as a DataFrame (`write_table(check_rows(...))` is the faster way to store them)."""
+    return check_rows(inputs, partitions).frame()
+
+
+SUMMARY_COLUMNS = ("job", "verdict", "state_bytes", "lost_bytes", "lost_operators", "flink_error",
+                   "verdict_with_remedies", "losses", "error")
+_SEVERITY = {"RESTORE_FAILS": 3, "STATE_MISROUTED": 2, "STATE_LOSS": 1}
+
+
+def read_verdicts(spark: SparkSession, table: str) -> list[dict[str, Any]]:
+    """The verdict table's `SUMMARY_COLUMNS`, one dict per job (a fleet's jobs fit in the driver).
+
+    A local table is read with pyarrow: the same few queries in Spark SQL cost a fresh JVM 3-4 s."""
+    loc = common.parse_location(table)
+    if loc.scheme == "file":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(loc.path, columns=list(SUMMARY_COLUMNS)).to_pylist()
+    return _read_verdicts_spark(spark, table)  # on a cluster: a table only the executors can read
+
+
+def _read_verdicts_spark(spark: SparkSession, table: str) -> list[dict[str, Any]]:
+    return [r.asDict() for r in spark.read.parquet(table).select(*SUMMARY_COLUMNS).collect()]
+
+
+def summarize(verdicts: list[dict[str, Any]], worst: int = DEFAULT_WORST) -> dict[str, Any]:
     """The gate document: PASS only if every job was checked and is SAFE."""
-    from pyspark.sql import functions as F
-
-    counts = {r["verdict"] or "ERROR": r["n"] for r in verdicts.groupBy("verdict").agg(F.count("*").alias("n"))
-              .collect()}
-    totals = verdicts.agg(F.count("*").alias("jobs"), F.coalesce(F.sum("state_bytes"), F.lit(0)).alias("state"),
-                          F.coalesce(F.sum("lost_bytes"), F.lit(0)).alias("lost"),
-                          F.coalesce(F.sum(F.when(F.col("verdict") == "RESTORE_FAILS", F.col("state_bytes"))),
-                                     F.lit(0)).alias("blocked")).first()
-    severity = (F.when(F.col("verdict") == "RESTORE_FAILS", 3).when(F.col("verdict") == "STATE_MISROUTED", 2)
-                .when(F.col("verdict") == "STATE_LOSS", 1))
-    worst_rows = (verdicts.where(F.col("verdict").isin("RESTORE_FAILS", "STATE_MISROUTED", "STATE_LOSS"))
-                  .orderBy(severity.desc(), F.desc("lost_bytes"), F.desc("state_bytes"), "job").limit(worst).collect())
-    errors = verdicts.where("error is not null").orderBy("job").select("job", "error").limit(worst).collect()
+    counts: dict[str, int] = {}
+    for r in verdicts:
+        counts[r["verdict"] or "ERROR"] = counts.get(r["verdict"] or "ERROR", 0) + 1
+    totals = {"jobs": len(verdicts), "state": sum(r["state_bytes"] or 0 for r in verdicts),
+              "lost": sum(r["lost_bytes"] or 0 for r in verdicts),
+              "blocked": sum(r["state_bytes"] or 0 for r in verdicts if r["verdict"] == "RESTORE_FAILS")}
+    worst_rows = sorted((r for r in verdicts if r["verdict"] in _SEVERITY),
+                        key=lambda r: (-_SEVERITY[r["verdict"]], -(r["lost_bytes"] or 0), -(r["state_bytes"] or 0),
+                                       r["job"]))[:worst]
+    errors = sorted((r for r in verdicts if r["error"] is not None), key=lambda r: r["job"])[:worst]
     by_verdict = {v: counts.get(v, 0) for v in VERDICTS}
     n_errors = counts.get("ERROR", 0)
     return {
@@ -190,17 +178,6 @@ def summarize(verdicts: DataFrame, worst: int = DEFAULT_WORST) -> dict[str, Any]
     }
 
 
-def read_plan(spark: SparkSession, path: str | None) -> DataFrame | None:
-    if not path:
-        return None
-    lower = path.lower().rstrip("/")
-    if lower.endswith(".csv"):
-        return spark.read.option("header", "true").csv(path)
-    if lower.endswith(".json"):
-        return spark.read.option("multiLine", "true").json(path)
-    return spark.read.parquet(path)
-
-
 def run_check(spark: SparkSession, ids_table: str, scan_table: str, output: str, *, plan: str | None = None,
               old_ids_table: str | None = None,
               hasher: str = "v2", matching: str = "fixed", allow_non_restored_state: bool = False,
@@ -209,16 +186,17 @@ def run_check(spark: SparkSession, ids_table: str, scan_table: str, output: str,
     """The whole job: `verdicts/` and `summary.json` under `output`, written atomically; returns the summary."""
     if _CHECK_IMPORT_ERROR is not None:
         raise common.JobError(_CHECK_IMPORT_ERROR)
-    inputs = check_inputs(spark.read.parquet(ids_table), spark.read.parquet(scan_table), read_plan(spark, plan),
-                          hasher=hasher, matching=matching, allow_non_restored_state=allow_non_restored_state,
-                          flink_version=flink_version,
-                          old_ids=spark.read.parquet(old_ids_table) if old_ids_table else None)
-    n = common.default_partitions(spark, partitions, 1 << 30)
+    rows = fleet_inputs.check_inputs(spark, ids_table, scan_table, plan=plan, old_ids_table=old_ids_table,
+                                     hasher=hasher, matching=matching,
+                                     allow_non_restored_state=allow_non_restored_state, flink_version=flink_version)
+    names = [c.split()[0] for c in fleet_inputs.INPUT_DDL.split(", ")]
+    n = common.default_partitions(spark, partitions, max(1, len(rows)))
+    inputs = common.spread(spark, [tuple(r[c] for c in names) for r in rows], n, fleet_inputs.INPUT_DDL)
     with common.atomic_output(output, overwrite=overwrite) as tmp:
         target = common.parse_location(tmp)
         verdict_path = target.child("verdicts").uri
-        fleet_check(inputs, n).write.mode("overwrite" if target.scheme == "s3" else "error").parquet(verdict_path)
-        summary = summarize(spark.read.parquet(verdict_path), worst)
+        write_table(check_rows(inputs), verdict_path)
+        summary = summarize(read_verdicts(spark, verdict_path), worst)
         common.write_json(summary, target.child("summary.json").uri, overwrite=True)
     return summary
 

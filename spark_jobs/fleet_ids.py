@@ -29,6 +29,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import common
+from spark_jobs.parquet_output import ArrowRows, write_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -53,7 +54,7 @@ def catalogue(spark: SparkSession, source: str, partitions: int | None = None) -
         raise common.JobError(f"{source}: no graph specs ({', '.join(SPEC_SUFFIXES)}) found")
     rows = [(common.job_name_of(f, root), f) for f in files]
     n = common.default_partitions(spark, partitions, len(rows))
-    return spark.sparkContext.parallelize(rows, n).toDF("job string, spec string")
+    return common.spread(spark, rows, n, "job string, spec string")
 
 
 def load_spec(path: str, client: Any | None = None) -> Any:
@@ -136,10 +137,14 @@ def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None) 
         yield pa.RecordBatch.from_pylist(pending, schema=schema)
 
 
-def fleet_ids(jobs: DataFrame, flink_version: str | None = None) -> DataFrame:
+def ids_rows(jobs: DataFrame, flink_version: str | None = None) -> ArrowRows:
     """(job, spec) rows -> one row per stream node (`SCHEMA_DDL`), computed by the core in executors."""
-    return jobs.select("job", "spec").mapInArrow(lambda it: ids_partition(it, flink_version),
-                                                 common.spark_schema(SCHEMA_DDL))
+    return ArrowRows(jobs.select("job", "spec"), lambda it: ids_partition(it, flink_version), SCHEMA_DDL)
+
+
+def fleet_ids(jobs: DataFrame, flink_version: str | None = None) -> DataFrame:
+    """The node rows as a DataFrame (`write_table(ids_rows(...))` is the faster way to store them)."""
+    return ids_rows(jobs, flink_version).frame()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -159,7 +164,7 @@ def _run(argv: list[str] | None) -> int:
     t = time.perf_counter()
     jobs = catalogue(spark, args.catalogue, args.partitions)
     log.info("catalogue %s: %d specs in %d tasks", args.catalogue, jobs.count(), jobs.rdd.getNumPartitions())
-    common.write_parquet(fleet_ids(jobs, args.flink_version), args.output, overwrite=args.overwrite)
+    write_table(ids_rows(jobs, args.flink_version), args.output, overwrite=args.overwrite)
     out = spark.read.parquet(args.output)
     errors = out.filter("error is not null").count()
     log.info("wrote %s: %d nodes, %d jobs with errors, in %.1f s", args.output, out.filter("error is null").count(),

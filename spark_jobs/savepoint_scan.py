@@ -30,6 +30,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import common
+from spark_jobs.parquet_output import ArrowRows, write_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,7 +65,7 @@ def savepoint_jobs(spark: SparkSession, source: str, partitions: int | None = No
     if not rows:
         raise common.JobError(f"{source}: no jobs found")
     n = common.default_partitions(spark, partitions, len(rows))
-    return spark.sparkContext.parallelize(rows, n).toDF("job string, savepoint string")
+    return common.spread(spark, rows, n, "job string, savepoint string")
 
 
 def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str, Any]]:
@@ -140,9 +141,14 @@ def scan_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
-def savepoint_scan(jobs: DataFrame) -> DataFrame:
+def scan_rows(jobs: DataFrame) -> ArrowRows:
     """(job, savepoint) rows -> one row per operator state of each job's newest savepoint."""
-    return jobs.select("job", "savepoint").mapInArrow(scan_partition, common.spark_schema(SCHEMA_DDL))
+    return ArrowRows(jobs.select("job", "savepoint"), scan_partition, SCHEMA_DDL)
+
+
+def savepoint_scan(jobs: DataFrame) -> DataFrame:
+    """The operator rows as a DataFrame (`write_table(scan_rows(...))` is the faster way to store them)."""
+    return scan_rows(jobs).frame()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -163,7 +169,7 @@ def _run(argv: list[str] | None) -> int:
     t = time.perf_counter()
     jobs = savepoint_jobs(spark, args.savepoints, args.partitions)
     log.info("%s: %d jobs in %d tasks", args.savepoints, jobs.count(), jobs.rdd.getNumPartitions())
-    common.write_parquet(savepoint_scan(jobs), args.output, overwrite=args.overwrite)
+    write_table(scan_rows(jobs), args.output, overwrite=args.overwrite)
     out = spark.read.parquet(args.output)
     stats = out.selectExpr("count(operator_id) as ops",
                            "count(distinct case when error is not null then job end) as bad",
