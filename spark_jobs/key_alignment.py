@@ -68,12 +68,25 @@ def hash_codes(values: pa.Array, key_type: str) -> np.ndarray:
 
 
 def _readers(batch: pa.RecordBatch, parallelism: int, reader_from_split: bool) -> np.ndarray:
-    """The subtask reading each row (int64): `split % parallelism` (NumPy's, never negative), or the reader column."""
+    """The subtask reading each row (int64): `split % parallelism` (NumPy's, never negative), or the reader column.
+
+    -1 where it is unknown (a null split or reader): such a row is neither misplaced nor placed, and
+    the report counts it as `rows_without_reader`. (NumPy would otherwise turn the null into NaN and
+    the NaN into an arbitrary subtask.)"""
     import numpy as np
 
-    if reader_from_split:
-        return batch.column("split").to_numpy(zero_copy_only=False).astype(np.int64) % parallelism
-    return batch.column("reader").to_numpy(zero_copy_only=False).astype(np.int64)
+    column = batch.column("split" if reader_from_split else "reader")
+    values = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    readers = values % parallelism if reader_from_split else values
+    if column.null_count:
+        readers[column.is_null().to_numpy(zero_copy_only=False)] = -1
+    return readers
+
+
+def _known(values: np.ndarray, unknown: np.ndarray) -> pa.Array:
+    import pyarrow as pa
+
+    return pa.array(values, mask=unknown if unknown.any() else None)
 
 
 def placement_partition(batches: Iterator[pa.RecordBatch], key_type: str, parallelism: int, max_parallelism: int,
@@ -89,9 +102,10 @@ def placement_partition(batches: Iterator[pa.RecordBatch], key_type: str, parall
         groups = vectorized.key_groups(hash_codes(key, key_type), max_parallelism)
         owner = vectorized.operator_indexes(groups, max_parallelism, parallelism)
         reader = _readers(batch, parallelism, reader_from_split)
+        unknown = reader < 0
         yield pa.RecordBatch.from_arrays(
-            [key, batch.column("split"), pa.array(reader.astype(np.int32)), pa.array(groups.astype(np.int32)),
-             pa.array(owner.astype(np.int32)), pa.array(owner != reader)],
+            [key, batch.column("split"), _known(reader.astype(np.int32), unknown), pa.array(groups.astype(np.int32)),
+             pa.array(owner.astype(np.int32)), _known(owner != reader, unknown)],
             names=["key", "split", "reader_subtask", "key_group", "owner_subtask", "misplaced"])
 
 
@@ -175,8 +189,11 @@ def _reduce_sorted(batch: pa.RecordBatch, key_type: str, parallelism: int, max_p
     groups = vectorized.key_groups(hash_codes(keys, key_type), max_parallelism)
     owner = vectorized.operator_indexes(groups, max_parallelism, parallelism)
     reader = _readers(batch, parallelism, reader_from_split)
-    misplaced = np.add.reduceat((np.repeat(owner, lengths) != reader).astype(np.int64), starts)
-    reader32 = reader.astype(np.int32)
+    known = reader >= 0
+    misplaced = np.add.reduceat(((np.repeat(owner, lengths) != reader) & known).astype(np.int64), starts)
+    reader_min = np.minimum.reduceat(np.where(known, reader, parallelism + (1 << 30)), starts)
+    reader_max = np.maximum.reduceat(np.where(known, reader, -1), starts)
+    no_reader = reader_max < 0  # every row of the key in this batch has an unknown reader
     if split.null_count:
         nulls = np.add.reduceat(split.is_null().to_numpy(zero_copy_only=False).astype(np.int64), starts)
         all_null = nulls == lengths
@@ -200,7 +217,7 @@ def _reduce_sorted(batch: pa.RecordBatch, key_type: str, parallelism: int, max_p
     return pa.RecordBatch.from_arrays(
         [keys, pa.array(lengths, pa.int64()), split_min, split_max, pa.array(misplaced, pa.int64()),
          pa.array(groups.astype(np.int32)), pa.array(owner.astype(np.int32)),
-         pa.array(np.minimum.reduceat(reader32, starts)), pa.array(np.maximum.reduceat(reader32, starts)), splits],
+         _known(reader_min.astype(np.int32), no_reader), _known(reader_max.astype(np.int32), no_reader), splits],
         names=list(PER_KEY_COLUMNS))
 
 
@@ -216,8 +233,9 @@ def _fold(carry: pa.RecordBatch, part: pa.RecordBatch) -> pa.RecordBatch:
     merged = {**b, "rows": a["rows"] + b["rows"], "misplaced_rows": a["misplaced_rows"] + b["misplaced_rows"],
               "split_min": a["split_min"] if a["split_min"] is not None else b["split_min"],
               "split_max": b["split_max"] if b["split_max"] is not None else a["split_max"],
-              "reader_min": min(a["reader_min"], b["reader_min"]),
-              "reader_max": max(a["reader_max"], b["reader_max"]), "splits": splits}
+              "reader_min": min((r for r in (a["reader_min"], b["reader_min"]) if r is not None), default=None),
+              "reader_max": max((r for r in (a["reader_max"], b["reader_max"]) if r is not None), default=None),
+              "splits": splits}
     return pa.concat_batches([pa.RecordBatch.from_pylist([merged], schema=part.schema), part.slice(1)])
 
 
@@ -349,7 +367,8 @@ def offenders(keys: DataFrame, examples: int = DEFAULT_EXAMPLES) -> tuple[DataFr
 def report(stats: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     """The JSON report: totals, and example keys of each kind (most rows first; splits listed in full).
 
-    `stats`: what `offenders`' Observation gathered (totals and examples) plus `null_keys`."""
+    `stats`: what `offenders`' Observation gathered (totals and examples) plus `null_keys` and
+    `rows_without_reader` (rows with a key but a null split, or reader, that no subtask is known to read)."""
     multi_examples = [{"key": r["key"], "rows": r["rows"], "key_group": r["key_group"],
                        "owner_subtask": r["owner_subtask"], "splits": sorted(r["splits"])}
                       for r in sorted(stats.get("multi_split_examples") or [], key=lambda r: (-r["rows"], r["key"]))]
@@ -362,6 +381,7 @@ def report(stats: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     return {
         **args,
         "rows": stats["rows"], "keys": stats["keys"], "null_keys": stats.get("null_keys", 0),
+        "rows_without_reader": stats.get("rows_without_reader", 0),
         "aligned": aligned,
         "keys_in_several_splits": {"keys": stats["multi_split_keys"], "rows": stats["multi_split_rows"],
                                    "examples": multi_examples},
@@ -389,7 +409,11 @@ def run_alignment(spark: SparkSession, sample_path: str, output: str, *, key_typ
 
     sample = load_sample(spark, sample_path, key_column, split_column, key_type, reader_column)
     inputs = Observation("key_alignment_input")  # null (or, from CSV, unparseable) keys, counted in the same pass
-    observed = sample.observe(inputs, F.count(F.when(F.col("key").isNull(), 1)).alias("null_keys"))
+    reader = F.col("reader") if reader_column else (
+        F.col("split").try_cast("long") if _casts_split(sample, True) else F.col("split"))
+    observed = sample.observe(
+        inputs, F.count(F.when(F.col("key").isNull(), 1)).alias("null_keys"),
+        F.count(F.when(F.col("key").isNotNull() & reader.isNull(), 1)).alias("rows_without_reader"))
     flagged, observation = offenders(per_key(observed, key_type, parallelism, max_p, reader_column is None,
                                              candidates_only=True), examples)
     args = {"sample": sample_path, "key_type": key_type, "parallelism": parallelism, "max_parallelism": max_p,

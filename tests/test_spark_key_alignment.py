@@ -245,3 +245,35 @@ def test_a_sample_without_keys_is_an_error_not_aligned(spark, tmp_path, body) ->
     with pytest.raises(JobError, match=f"{path}: no key to check .*every key null or not an int"):
         key_alignment.run_alignment(spark, str(path), str(tmp_path / "out"), key_type="int", parallelism=2)
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
+
+
+def test_null_splits_have_no_reader(spark, tmp_path) -> None:  # noqa: F811
+    """A row whose split is null (modulo mode) has no known reader: it is counted as `rows_without_reader`, never
+    as misplaced, and does not widen its key's split range. Before, NumPy turned the null into NaN and the NaN
+    into subtask 0, so such rows were reported misplaced whenever subtask 0 did not own the key."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hashing.keygroups import assign_key_to_parallel_operator
+
+    rows = [(k, None if (k + i) % 3 == 0 else (k * 7 + i) % 5) for k in range(-30, 30) for i in range(4)]
+    rows += [(1000, None), (1000, None), (None, None)]  # a key with no split at all; a null key
+    (tmp_path / "s").mkdir()
+    pq.write_table(pa.table({"key": pa.array([k for k, _ in rows], pa.int32()),
+                             "split": pa.array([s for _, s in rows], pa.int64())}), tmp_path / "s" / "part-0.parquet")
+    doc = key_alignment.run_alignment(spark, str(tmp_path / "s"), str(tmp_path / "out"), key_type="int",
+                                      parallelism=4, max_parallelism=128, examples=1000)
+    known: dict[int, list[int]] = {}
+    for k, s in rows:
+        if k is not None:
+            known.setdefault(k, []).extend([] if s is None else [s])
+    owner = {k: assign_key_to_parallel_operator(k, 128, 4, "Integer") for k in known}
+    bad = {k: sum(1 for s in ss if s % 4 != owner[k]) for k, ss in known.items()}
+    bad = {k: n for k, n in bad.items() if n}
+    multi = {k for k, ss in known.items() if len(set(ss)) > 1}
+    assert doc["rows_without_reader"] == sum(1 for k, s in rows if k is not None and s is None) > 40
+    assert (doc["rows"], doc["keys"], doc["null_keys"]) == (len(rows) - 1, 61, 1)
+    assert (doc["misplaced"]["keys"], doc["misplaced"]["rows"]) == (len(bad), sum(bad.values()))
+    assert {e["key"]: e["rows"] for e in doc["misplaced"]["examples"]} == bad
+    assert doc["keys_in_several_splits"]["keys"] == len(multi)
+    assert 1000 not in {e["key"] for e in doc["misplaced"]["examples"]}
