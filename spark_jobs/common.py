@@ -183,9 +183,9 @@ def spread(spark: SparkSession, rows: list[tuple[Any, ...]], tasks: int, ddl: st
     """A DataFrame of `rows` in `tasks` partitions of equal size, every `tasks`-th row in the same one.
 
     `parallelize` slices its pickled batches (1,024 rows each), not rows: 10,000 jobs in 8 tasks
-    came out as six tasks of 1,024 jobs and two of 2,048, and the run waited on those two with
-    one core idle. Rows next to each other by name (one team's jobs, one generator scenario)
-    often cost alike, so they are dealt out rather than cut in runs."""
+    came out as six tasks of 1,024 jobs, one of 1,808 and one of 2,048, and the run waited on the
+    last two with one core idle. Rows next to each other by name (one team's jobs) may cost
+    alike, so they are dealt out rather than cut in runs."""
     tasks = max(1, min(tasks, len(rows)))
     chunks = [rows[k::tasks] for k in range(tasks)]
     return spark.sparkContext.parallelize(chunks, tasks).flatMap(lambda chunk: chunk).toDF(ddl)
