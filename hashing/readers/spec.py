@@ -92,6 +92,13 @@ def _str(value: Any, where: Any, field: str) -> str | None:
     return value
 
 
+def _plain_enum(enum: type, value: Any, default: Any) -> Any:
+    """The member a plainly spelled `value` names (`default` when absent), else None."""
+    if value is None:
+        return default
+    return _ENUM_MEMBERS.get((enum, value)) if type(value) is str else None
+
+
 def _plain_node(raw: dict) -> StreamNode | None:
     """The node if every field is plainly valid (what generated specs hold), else None.
 
@@ -109,13 +116,9 @@ def _plain_node(raw: dict) -> StreamNode | None:
             or (maxp is not None and (type(maxp) is not int or not 1 <= maxp <= UPPER_BOUND_MAX_PARALLELISM))
             or (uid is not None and type(uid) is not str) or (group is not None and type(group) is not str)):
         return None
-    if strategy is None:
-        strategy = ChainingStrategy.ALWAYS
-    elif type(strategy) is not str or (strategy := _ENUM_MEMBERS.get((ChainingStrategy, strategy))) is None:
-        return None
-    if factory is None:
-        factory = Factory.OPERATOR
-    elif type(factory) is not str or (factory := _ENUM_MEMBERS.get((Factory, factory))) is None:
+    strategy = _plain_enum(ChainingStrategy, strategy, ChainingStrategy.ALWAYS)
+    factory = _plain_enum(Factory, factory, Factory.OPERATOR)
+    if strategy is None or factory is None:
         return None
     return StreamNode(id=nid, name=name, parallelism=p, max_parallelism=maxp, uid=uid, uid_hash=None,
                       chaining_strategy=strategy, slot_sharing_group=group, factory=factory)
@@ -131,13 +134,9 @@ def _plain_edge(raw: dict, ids: set[int]) -> StreamEdge | None:
     if (type(src) is not int or type(dst) is not int or src == dst or src not in ids or dst not in ids
             or type(type_number) is not int or type_number < 0):
         return None
-    if partitioner is None:
-        partitioner = Partitioner.FORWARD
-    elif type(partitioner) is not str or (partitioner := _ENUM_MEMBERS.get((Partitioner, partitioner))) is None:
-        return None
-    if mode is None:
-        mode = ExchangeMode.UNDEFINED
-    elif type(mode) is not str or (mode := _ENUM_MEMBERS.get((ExchangeMode, mode))) is None:
+    partitioner = _plain_enum(Partitioner, partitioner, Partitioner.FORWARD)
+    mode = _plain_enum(ExchangeMode, mode, ExchangeMode.UNDEFINED)
+    if partitioner is None or mode is None:
         return None
     return StreamEdge(source=src, target=dst, partitioner=partitioner, exchange_mode=mode,
                       type_number=type_number)

@@ -204,6 +204,9 @@ def _keyed_handles(data: bytes, pos: int, end: int, ctx: DeserializationContext)
     return ((found[0],) if found[0] is not None else ()), found[1]
 
 
+_SUBTASK_READERS = (_flagged_operator_handle, _flagged_operator_handle, _keyed_handles, _keyed_handles)
+
+
 def _fast_subtask(data: bytes, pos: int, end: int,
                   ctx: DeserializationContext) -> tuple[OperatorSubtaskState, int] | None:
     """A v3+ subtask whose handles all have the common layouts (`handles.fast_*`), no channel state.
@@ -211,25 +214,16 @@ def _fast_subtask(data: bytes, pos: int, end: int,
     Returns the state and the offset after it, or None to have the general reader read the same
     bytes (and raise its exact error if they are bad).
     """
-    found = _flagged_operator_handle(data, pos, end, ctx)
-    if found is None:
-        return None
-    managed_op, pos = found
-    found = _flagged_operator_handle(data, pos, end, ctx)
-    if found is None:
-        return None
-    raw_op, pos = found
-    found = _keyed_handles(data, pos, end, ctx)
-    if found is None:
-        return None
-    managed_keyed, pos = found
-    found = _keyed_handles(data, pos, end, ctx)
-    if found is None:
-        return None
-    raw_keyed, pos = found
+    parts = []
+    for read in _SUBTASK_READERS:  # managed and raw operator state, managed and raw keyed state
+        found = read(data, pos, end, ctx)
+        if found is None:
+            return None
+        part, pos = found
+        parts.append(part)
     if not data.startswith(_NO_CHANNEL_STATE, pos, end):
         return None
-    return new_subtask_state(managed_op, raw_op, managed_keyed, raw_keyed), pos + 8
+    return new_subtask_state(*parts), pos + 8
 
 
 class MetadataV3Serializer(MetadataV2V3SerializerBase):
