@@ -35,9 +35,9 @@ sys.path.insert(0, str(REPO))
 
 from flink_bridge.dist import release_of  # noqa: E402
 from flink_bridge.generate_savepoints import BENCH_DIR, WIDE_CASE, generate_large, generate_wide, run_java  # noqa: E402
-from restore.metadata import parse_metadata  # noqa: E402
-from restore.metadata.json_view import to_json  # noqa: E402
-from restore.metadata.model import CheckpointMetadata  # noqa: E402
+from upgrade_gate.flink.metadata import parse_metadata  # noqa: E402
+from upgrade_gate.flink.metadata.json_view import to_json  # noqa: E402
+from upgrade_gate.flink.metadata.model import CheckpointMetadata  # noqa: E402
 
 WIDE_GOAL_SECONDS = 1.0
 
@@ -103,7 +103,8 @@ def throughput(args: argparse.Namespace) -> None:
     py = ours(path, args.seconds)
     jv = flink(path, args.seconds, args.version)
     print(f"{'reader':<44} {'MB/s':>10} {'ms/file':>10}")
-    print(f"{'ours (Python, restore.metadata)':<44} {py['mb_per_s']:>10.1f} {py['best_seconds'] * 1e3:>10.2f}")
+    ours_label = "ours (Python, upgrade_gate.flink.metadata)"
+    print(f"{ours_label:<44} {py['mb_per_s']:>10.1f} {py['best_seconds'] * 1e3:>10.2f}")
     flink_ms = jv["seconds"] / jv["iterations"] * 1e3
     print(f"{'Flink Checkpoints.loadCheckpointMetadata':<44} {jv['mb_per_s']:>10.1f} {flink_ms:>10.2f}")
     print(f"ratio ours/Flink: {py['mb_per_s'] / jv['mb_per_s']:.2f}; goal >= 200 MB/s: "
@@ -122,7 +123,7 @@ def wide(args: argparse.Namespace) -> None:
     jv = flink(path, args.seconds, args.version)
     flink_best = jv.get("best_seconds", jv["seconds"] / jv["iterations"])
     print(f"{'reader':<44} {'best ms':>10} {'mean ms':>10} {'runs':>6} {'< 1 s':>6}")
-    rows = [("ours (Python, restore.metadata)", py["best_seconds"], py["mean_seconds"], py["iterations"]),
+    rows = [("ours (Python, upgrade_gate.flink.metadata)", py["best_seconds"], py["mean_seconds"], py["iterations"]),
             ("Flink Checkpoints.loadCheckpointMetadata", flink_best, jv["seconds"] / jv["iterations"],
              jv["iterations"])]
     for label, best, mean, n in rows:

@@ -45,7 +45,7 @@ from hashing.graph import StreamGraph
 from hashing.keygroups import compute_default_max_parallelism, compute_key_group_range_for_operator_index
 from hashing.operator_ids import OperatorIds, compute_operator_ids
 from hashing.readers import parse_graph
-from restore.metadata import parse_metadata
+from upgrade_gate.flink.metadata import parse_metadata
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE_DIR = REPO / "tests" / "fixtures" / "flink" / "2.3.0" / "graphs"

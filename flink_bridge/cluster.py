@@ -14,7 +14,7 @@ use), with a generated `config.yaml`:
 * `state.savepoints.dir` a `file://` directory: the `apache-flink` package ships no S3
   filesystem plugin (its `opt/` and `plugins/` hold only metrics and GPU plugins) and no other
   source of the plugin jar is reachable here, so Flink cannot write `s3://` savepoints. The gate
-  reads `file://` with the same code path (`restore.storage`) it uses for `s3://`.
+  reads `file://` with the same code path (`upgrade_gate.storage.savepoints`) it uses for `s3://`.
 
 Configuration, logs (`*.log`, the TaskManager's `*.out`, which holds what jobs print) and pid
 files live in one directory under `.work/` and are kept after the cluster stops, for post-mortems.

@@ -263,7 +263,7 @@ def parse_location(name: str) -> Location:
 
 def s3_client() -> Any:
     """The product's boto3 client (standard AWS environment); imported lazily inside executors."""
-    from restore.storage import s3_client as make
+    from upgrade_gate.storage.s3 import s3_client as make
 
     return make()
 
@@ -304,8 +304,8 @@ def list_children(location: Location, client: Any | None = None) -> list[str]:
 def read_bytes(name: str, client: Any | None = None, max_bytes: int = 64 * 1024 * 1024) -> bytes:
     """A whole (small) file or object; bounded so a stray huge object cannot exhaust a worker.
 
-    Raises `restore.storage.StorageError` (an `InputError`) naming the object."""
-    from restore.storage import read_object
+    Raises `upgrade_gate.storage.StorageError` (an `InputError`) naming the object."""
+    from upgrade_gate.storage.objects import read_object
 
     return read_object(name, max_bytes=max_bytes, client=client)
 

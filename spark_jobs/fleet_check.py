@@ -3,7 +3,7 @@
 Pairs, by job, the `fleet_ids` table of the *new* graphs (which spec each job will run) with the
 `savepoint_scan` table (which `_metadata` each job would restore from) in the driver
 (`fleet_inputs`), then runs the product's
-restore simulator (`restore.check.check_upgrade`, the same call `upgrade-gate check` makes) once
+restore simulator (`upgrade_gate.gate.check.check_upgrade`, the same call `upgrade-gate check` makes) once
 per job inside the executors. Per-job options (hasher, matching, allowNonRestoredState, Flink
 version) come from an optional plan (CSV/JSON/Parquet with a `job` column), else from the flags.
 
@@ -31,6 +31,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
 
 from spark_jobs import common, fleet_inputs
 from spark_jobs.parquet_output import ArrowRows, write_table
+from upgrade_gate.gate.check import check_upgrade
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -46,24 +47,15 @@ SCHEMA_DDL = (
 )
 DEFAULT_WORST = 20
 
-try:  # the simulator is another engineer's module; say so clearly if this checkout predates it
-    from restore.check import check_upgrade
-except ImportError as _exc:  # pragma: no cover - only without restore/check.py
-    _CHECK_IMPORT_ERROR: str | None = (f"restore.check.check_upgrade is not available ({_exc}); fleet_check needs "
-                                       f"the restore simulator (restore/check.py)")
-else:
-    _CHECK_IMPORT_ERROR = None
 
 
 def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non_restored_state: bool,
               flink_version: str | None, client: Any | None = None, old_spec: str | None = None) -> dict[str, Any]:
     """One job through the simulator: read the savepoint and the spec, `check_upgrade`, summarise."""
     from hashing.readers import parse_graph
-    from restore.storage import load_savepoint
     from spark_jobs.fleet_ids import load_spec
+    from upgrade_gate.storage.savepoints import load_savepoint
 
-    if _CHECK_IMPORT_ERROR is not None:
-        raise common.JobError(_CHECK_IMPORT_ERROR)
     savepoint = load_savepoint(metadata, client=client)
     graph = parse_graph(load_spec(spec, client), spec).graph
     old = parse_graph(load_spec(old_spec, client), old_spec).graph if old_spec else None
@@ -184,8 +176,6 @@ def run_check(spark: SparkSession, ids_table: str, scan_table: str, output: str,
               flink_version: str | None = None, partitions: int | None = None, worst: int = DEFAULT_WORST,
               overwrite: bool = False) -> dict[str, Any]:
     """The whole job: `verdicts/` and `summary.json` under `output`, written atomically; returns the summary."""
-    if _CHECK_IMPORT_ERROR is not None:
-        raise common.JobError(_CHECK_IMPORT_ERROR)
     rows = fleet_inputs.check_inputs(spark, ids_table, scan_table, plan=plan, old_ids_table=old_ids_table,
                                      hasher=hasher, matching=matching,
                                      allow_non_restored_state=allow_non_restored_state, flink_version=flink_version)

@@ -4,8 +4,8 @@ Input: a root (folder or `s3://bucket/prefix`) whose immediate children are the 
 prefixes (`<root>/<job>/savepoint-.../_metadata`, Flink's `state.savepoints.dir` per job), or a
 CSV/JSON/Parquet list of `job, savepoint` (any path or URI the product accepts). For each job the
 newest *complete* savepoint is chosen exactly as `upgrade-gate inspect` chooses it
-(`restore.storage`: the newest `_metadata` under the prefix), read and parsed by the product's
-reader (`restore.metadata`, verified against real Flink), inside the executors. S3 objects are
+(`upgrade_gate.storage.savepoints`: the newest `_metadata` under the prefix), read and parsed by the product's
+reader (`upgrade_gate.flink.metadata`, verified against real Flink), inside the executors. S3 objects are
 fetched with boto3 from the executors (no s3a jars exist here, design §6; credentials come from
 the standard AWS environment of the executors, never from arguments). Savepoints are only read.
 
@@ -73,9 +73,9 @@ def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str
 
     Reads the parsed model directly rather than the `inspect` JSON: a fleet scan does this for
     every operator of thousands of jobs, and the dict-of-lists view cost more than the parse."""
-    from restore.metadata import parse_metadata
-    from restore.metadata.json_view import properties_json
-    from restore.storage import read_metadata_blob
+    from upgrade_gate.flink.metadata import parse_metadata
+    from upgrade_gate.flink.metadata.json_view import properties_json
+    from upgrade_gate.storage.savepoints import read_metadata_blob
 
     blob = read_metadata_blob(savepoint, client=client)
     meta = parse_metadata(blob.data, blob.source, blob.base_dir)

@@ -10,8 +10,8 @@ from typing import Any
 
 from hashing.keygroups import assign_to_key_group
 from hashing.readers import load_graph
-from restore.check import CheckResult, check_upgrade
-from restore.storage import load_savepoint
+from upgrade_gate.gate.check import CheckResult, check_upgrade
+from upgrade_gate.storage.savepoints import load_savepoint
 
 RESTORES = Path(__file__).resolve().parent / "fixtures" / "restores"
 KEYS = range(97)  # the fixture job keys by v % 97 and has seen every key when the savepoint is taken

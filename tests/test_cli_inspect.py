@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-from restore.metadata import to_json
-from restore.storage import load_savepoint
 from tests.metadata_support import fixture_dirs, fixture_id, flink_view
+from upgrade_gate.flink.metadata import to_json
+from upgrade_gate.storage.savepoints import load_savepoint
 
 DIRS = [d for d in fixture_dirs() if d.name in ("hashmap-canonical-p2", "checkpoint-finished-tasks")]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "restore.cli", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "upgrade_gate", *args], capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("d", DIRS, ids=fixture_id)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from flink_bridge.generate_savepoints import generate
-from restore.metadata import to_json
-from restore.storage import load_savepoint
 from tests.metadata_support import first_difference, flink_view, template
+from upgrade_gate.flink.metadata import to_json
+from upgrade_gate.storage.savepoints import load_savepoint
 
 pytestmark = pytest.mark.flink
 CASES = ["hashmap-canonical-p2", "rocksdb-native-p2", "checkpoint-finished-tasks"]

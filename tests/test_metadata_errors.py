@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from restore.metadata import MetadataFormatError, parse_metadata
 from tests.metadata_support import MetadataBuilder, empty_subtask, fixture_dirs, header, v3_file
+from upgrade_gate.flink.metadata import MetadataFormatError, parse_metadata
 
 DIRS = fixture_dirs()
 SMALLEST = min((d / "_metadata" for d in DIRS), key=lambda p: p.stat().st_size)
@@ -113,7 +113,7 @@ def test_properties_trailer_must_be_checkpoint_properties() -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "restore.cli", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "upgrade_gate", *args], capture_output=True, text=True, timeout=60)
 
 
 def test_cli_exit_code_2_without_traceback(tmp_path: Path) -> None:

@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-import restore.metadata.java_serialization as java_serialization
-import restore.metadata.serializers as serializers
-from restore.metadata import MetadataFormatError, parse_metadata
-from restore.metadata.model import (
+import upgrade_gate.flink.metadata.java_serialization as java_serialization
+import upgrade_gate.flink.metadata.serializers as serializers
+from tests.metadata_support import MetadataBuilder, fixture_dirs, header, v3_file
+from upgrade_gate.flink.metadata import MetadataFormatError, parse_metadata
+from upgrade_gate.flink.metadata.model import (
     ByteStreamStateHandle,
     KeyGroupRange,
     KeyGroupsStateHandle,
@@ -29,7 +30,6 @@ from restore.metadata.model import (
     new_operator_state,
     new_subtask_state,
 )
-from tests.metadata_support import MetadataBuilder, fixture_dirs, header, v3_file
 
 FIXTURE_FILES = [(d / "_metadata").read_bytes() for d in fixture_dirs()]
 

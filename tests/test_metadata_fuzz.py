@@ -15,8 +15,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from restore.metadata import MetadataFormatError, parse_metadata
 from tests.metadata_support import fixture_dirs
+from upgrade_gate.flink.metadata import MetadataFormatError, parse_metadata
 
 EXAMPLES = int(os.environ.get("UPGRADE_GATE_FUZZ_EXAMPLES", "150"))
 FILES = [(d / "_metadata").read_bytes() for d in fixture_dirs()]

@@ -12,13 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from restore.metadata import parse_metadata, to_json
-from restore.metadata.model import (
-    IncrementalRemoteKeyedStateHandle,
-    KeyGroupsSavepointStateHandle,
-    RelativeFileStateHandle,
-)
-from restore.storage import load_savepoint
 from tests.metadata_support import (
     EXPECTED_VERSION,
     FIXTURES,
@@ -31,6 +24,13 @@ from tests.metadata_support import (
     template,
     v3_file,
 )
+from upgrade_gate.flink.metadata import parse_metadata, to_json
+from upgrade_gate.flink.metadata.model import (
+    IncrementalRemoteKeyedStateHandle,
+    KeyGroupsSavepointStateHandle,
+    RelativeFileStateHandle,
+)
+from upgrade_gate.storage.savepoints import load_savepoint
 
 DIRS = fixture_dirs()
 

@@ -14,9 +14,9 @@ import re
 
 import pytest
 
-from restore.check import SAFE, STATE_LOSS, STATE_MISROUTED, savepoint_pointer
-from restore.storage import load_savepoint
 from tests.restore_support import AMBIGUOUS, KEYS, Scenario, disagreements, root_error, scenarios
+from upgrade_gate.gate.check import SAFE, STATE_LOSS, STATE_MISROUTED, savepoint_pointer
+from upgrade_gate.storage.savepoints import load_savepoint
 
 ALL = list(scenarios())
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from flink_bridge.generate_restores import SCENARIOS, generate
-from restore.check import check_upgrade
-from restore.storage import load_savepoint
 from tests.restore_support import AMBIGUOUS, disagreements, gate_misrouting, real_misrouting, root_error, scenarios
+from upgrade_gate.gate.check import check_upgrade
+from upgrade_gate.storage.savepoints import load_savepoint
 
 pytestmark = pytest.mark.flink
 

@@ -11,9 +11,9 @@ import dataclasses
 
 from hashing.operator_ids import compute_operator_ids
 from hashing.readers import load_graph
-from restore.check import SAFE, STATE_LOSS, check_upgrade
-from restore.storage import load_savepoint
 from tests.restore_support import RESTORES
+from upgrade_gate.gate.check import SAFE, STATE_LOSS, check_upgrade
+from upgrade_gate.storage.savepoints import load_savepoint
 
 R23 = RESTORES / "2.3.0"
 

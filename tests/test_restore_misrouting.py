@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from restore.check import RESTORE_FAILS, SAFE, STATE_MISROUTED, check_upgrade
-from restore.storage import load_savepoint
 from tests.restore_support import Scenario, gate_misrouting, real_misrouting, scenarios
+from upgrade_gate.gate.check import RESTORE_FAILS, SAFE, STATE_MISROUTED, check_upgrade
+from upgrade_gate.storage.savepoints import load_savepoint
 
 ALL = [s for s in scenarios() if s.name.startswith("misroute-")]
 MISROUTING = {"misroute-sources-swapped-no-uids", "misroute-keyed-branches-reordered",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from restore.assignment.operator_state_repartitioner import java_hashmap_order, repartition_state
-from restore.storage import load_savepoint
 from tests.restore_support import scenarios
+from upgrade_gate.flink.assignment.operator_state_repartitioner import java_hashmap_order, repartition_state
+from upgrade_gate.storage.savepoints import load_savepoint
 
 RESCALES = [s for s in scenarios() if s.name in ("rescale-up", "rescale-down", "rescale-down-to-1",
                                                  "parallelism-breaks-chain-uids")]

@@ -21,11 +21,11 @@ from bench.fleet import generate_fleet, upload_fleet
 from hashing.migration import v2_to_v3
 from hashing.operator_ids import compute_operator_ids
 from hashing.readers import load_graph
-from restore.check import check_upgrade
-from restore.metadata import to_json
-from restore.storage import load_savepoint
 from spark_jobs import common, fleet_check, fleet_ids, savepoint_scan
 from tests.spark_support import SparkEnv, spark, spark_env  # noqa: F401  (fixtures)
+from upgrade_gate.flink.metadata import to_json
+from upgrade_gate.gate.check import check_upgrade
+from upgrade_gate.storage.savepoints import load_savepoint
 
 REPO = Path(__file__).resolve().parent.parent
 JOBS = 300

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from restore.metadata import to_json
-from restore.storage import StorageError, load_savepoint, newest_metadata_key, read_metadata_blob
 from tests import s3_server
 from tests.metadata_support import first_difference, fixture_dirs, flink_view, template
+from upgrade_gate.flink.metadata import to_json
+from upgrade_gate.storage.savepoints import StorageError, load_savepoint, newest_metadata_key, read_metadata_blob
 
 pytestmark = pytest.mark.s3
 BUCKET = "savepoints"
@@ -126,7 +126,7 @@ def test_size_cap_is_enforced(s3: s3_server.S3Server, bucket: dict[str, str]) ->
 def _cli(env_extra: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(env_extra)
-    return subprocess.run([sys.executable, "-m", "restore.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "upgrade_gate", *args], capture_output=True, text=True,
                           timeout=120, env=env)
 
 

@@ -109,7 +109,7 @@ def _text(item: Any) -> str:
     """A remedy or loss may be a string or an object; show objects by their most telling field."""
     if isinstance(item, str):
         return item
-    if isinstance(item, dict) and item.get("action"):  # restore.remedies.Remedy.to_json()
+    if isinstance(item, dict) and item.get("action"):  # upgrade_gate.gate.remedies.Remedy.to_json()
         where = item.get("node_name") or item.get("operator_id") or "?"
         why = f" ({item['reason']})" if item.get("reason") else ""
         return f"{where}: {item['action']}{why}"

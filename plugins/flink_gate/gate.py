@@ -1,7 +1,7 @@
 """The gate's steps as plain functions over the core, so DAG tasks stay one-liners.
 
 Each function is a pure function of its inputs (plus reads of storage), so a retried task gives
-the same answer (design §9). The verdict itself is always the core's `restore.check`.
+the same answer (design §9). The verdict itself is always the core's `upgrade_gate.gate.check`.
 """
 
 from __future__ import annotations
@@ -44,16 +44,16 @@ def savepoint_summary(metadata: Any, source: str) -> dict[str, Any]:
 def run_check(metadata: Any, graph_path: str, *, hasher: str, matching: str, allow_non_restored_state: bool,
               flink_version: str | None) -> Any:
     """Simulate the restore with the core and return its `CheckResult`."""
-    from restore.check import check_upgrade
+    from upgrade_gate.gate.check import check_upgrade
 
     return check_upgrade(metadata, graph_path, hasher=hasher, matching=matching,
                          allow_non_restored_state=allow_non_restored_state, flink_version=flink_version or None)
 
 
 def render_html(result: Any) -> str:
-    """The core's HTML report (restore.report_html); a minimal page if the renderer is absent."""
+    """The core's HTML report (upgrade_gate.cli.report_html); a minimal page if the renderer is absent."""
     try:
-        from restore import report_html
+        from upgrade_gate.cli import report_html
     except ImportError:
         report_html = None
     if report_html is not None:

@@ -3,7 +3,7 @@
 Layout (one directory per job and DAG run, written once per run, replaced atomically on retry):
 
     <root>/<job>/<run>/check.json    the core's CheckResult.to_json()
-    <root>/<job>/<run>/report.html   the core's HTML report (restore.report_html)
+    <root>/<job>/<run>/report.html   the core's HTML report (upgrade_gate.cli.report_html)
     <root>/<job>/<run>/meta.json     job, dag, run, verdict, savepoint, graph, time, alert sent?
 
 `<root>` is `UPGRADE_GATE_REPORTS_DIR`, else `$AIRFLOW_HOME/gate-reports`: the workers write it

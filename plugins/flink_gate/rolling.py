@@ -1,7 +1,7 @@
 """Rolling upgrades in waves: one canary, then batches of N; every job gated on zero state loss.
 
 `plan_waves` is pure. `roll_out` walks the waves in order and, per job: reads the job's newest
-savepoint, simulates the restore with the core (`restore.check`), and, only if SAFE and in
+savepoint, simulates the restore with the core (`upgrade_gate.gate.check`), and, only if SAFE and in
 upgrade mode, stops the job with a savepoint and starts the new jar from it (`steps.perform_upgrade`,
 which gates that final savepoint again) and verifies the restore. The rollout stops at the first
 blocked gate or failed upgrade/restore; the outcome says which jobs were upgraded, which one

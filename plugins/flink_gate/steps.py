@@ -102,7 +102,7 @@ def fetch_graph(context: Any) -> dict[str, Any]:
             local_jar = rdir / Path(jar).name
             local_jar.write_bytes(SavepointStorageHook(p.get("aws_conn_id") or None).read_bytes(jar, 512 << 20))
             jar = str(local_jar)
-        cmd = [sys.executable, "-m", "restore.cli", "export", "--jar", jar.removeprefix("file://"),
+        cmd = [sys.executable, "-m", "upgrade_gate", "export", "--jar", jar.removeprefix("file://"),
                "--flink-version", "1.20" if str(p.get("flink_version", "2.3")).startswith("1.") else "2.3",
                "-o", str(target)]
         if p.get("main_class"):

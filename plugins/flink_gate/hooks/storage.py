@@ -4,7 +4,7 @@
 `endpoint_url` extra (SeaweedFS, MinIO or AWS), so credentials live in the connection and never
 in a DAG or a log line. `file://` URIs and plain paths need no connection. The reading itself
 (finding the newest complete savepoint, bounded reads, clear errors) is the core's
-`restore.storage`; this hook only hands it a boto3 client built from the connection.
+`upgrade_gate.storage.savepoints`; this hook only hands it a boto3 client built from the connection.
 
 Read-only by construction: savepoint prefixes are only listed and read (design §9).
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from restore.metadata import CheckpointMetadata, parse_metadata
-from restore.storage import MetadataBlob, is_s3, read_metadata_blob, read_object, write_object
+from upgrade_gate.flink.metadata import CheckpointMetadata, parse_metadata
+from upgrade_gate.storage import MetadataBlob, is_s3, read_metadata_blob, read_object, write_object
 
 MAX_GRAPH_BYTES = 64 * 1024 * 1024
 

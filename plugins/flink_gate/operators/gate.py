@@ -1,6 +1,6 @@
 """The gate: lets an upgrade through only on zero state loss.
 
-Thin by design: the verdict was computed by the core (`restore.check`) in the simulate task;
+Thin by design: the verdict was computed by the core (`upgrade_gate.gate.check`) in the simulate task;
 this operator only acts on it. SAFE passes quietly. STATE_LOSS and RESTORE_FAILS push the alert
 to XCom (key `gate_alert`), call every notifier with it, and fail the task with
 `AirflowFailException`: no retry, so no second alert, and every downstream step (approval,

@@ -1,1 +1,0 @@
-"""Flink's restore rules: `_metadata` reading, state assignment, verdicts and reports."""

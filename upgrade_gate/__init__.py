@@ -1,0 +1,10 @@
+"""Flink Upgrade Gate: will this Flink upgrade restore every byte of state?
+
+Layers, each importing only the ones before it (docs/design.md):
+
+* `hashing` (top level): Flink's identity rules, operator IDs and key groups;
+* `upgrade_gate.flink`: Flink's restore rules (`_metadata`, state assignment, simulation);
+* `upgrade_gate.storage`: savepoints (read-only) and objects (graphs, reports);
+* `upgrade_gate.gate`: our judgement (verdict, misrouting, remedies, policy);
+* `upgrade_gate.cli`: delivery (the `upgrade-gate` command, tables, HTML).
+"""

@@ -1,0 +1,57 @@
+"""The `upgrade-gate` console script.
+
+Exit codes are a contract (design §4.2): 0 ok / SAFE, 1 the verdict is not SAFE, 2 bad input.
+Bad input is reported as one line naming the file and the problem, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from types import ModuleType
+
+from hashing.errors import InputError
+from upgrade_gate.cli import commands
+
+EXIT_OK, EXIT_UNSAFE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _command_modules() -> list[ModuleType]:
+    mods = [importlib.import_module(f"{commands.__name__}.{m.name}")
+            for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")]
+    return sorted((m for m in mods if hasattr(m, "NAME")), key=lambda m: m.ORDER if hasattr(m, "ORDER") else 99)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse would exit 2 with usage; keep that, it is bad input
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_INPUT, f"upgrade-gate: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="upgrade-gate",
+                     description="Will this Flink upgrade restore every byte of state? Operator IDs, "
+                                 "savepoint metadata and restore simulation, bit-exact with Flink.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for mod in _command_modules():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args))
+    except InputError as exc:
+        print(f"upgrade-gate: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

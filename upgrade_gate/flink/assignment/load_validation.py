@@ -1,0 +1,56 @@
+"""`Checkpoints.loadAndValidateCheckpoint`: which savepoint operators the new job can take at all.
+
+Every id of every `OperatorIDPair` (generated and alternatives) maps to its job vertex. Savepoint
+state under an id no vertex knows fails the restore, unless it is empty (skipped; never a
+failure, even without `--allowNonRestoredState`) or `allowNonRestoredState` is set (dropped).
+Matched state whose max parallelism differs from the vertex's fails unless the vertex may adopt it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from upgrade_gate.flink.assignment import errors
+from upgrade_gate.flink.assignment.job import ExecutionJobVertex
+from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
+
+
+def has_state(op: OperatorState) -> bool:
+    """Flink: coordinator state present, or any subtask state with `hasState()`."""
+    if op.coordinator_state is not None:
+        return True
+    return any(s.has_state for s in op.subtask_states.values())
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    kept: dict[bytes, OperatorState]  # savepoint operator id -> state, in file order
+    skipped_empty: tuple[OperatorState, ...]  # unmatched, no state: ignored by Flink
+    dropped: tuple[OperatorState, ...]  # unmatched with state, dropped by allowNonRestoredState: lost
+
+
+def load_and_validate(metadata: CheckpointMetadata, vertices: list[ExecutionJobVertex], pointer: str,
+                      allow_non_restored_state: bool) -> LoadResult:
+    vertex_of: dict[bytes, ExecutionJobVertex] = {}
+    for v in vertices:
+        for pair in v.operators:
+            vertex_of[pair.generated] = v
+            for alt in pair.alternatives:
+                vertex_of[alt] = v
+    kept: dict[bytes, OperatorState] = {}
+    skipped: list[OperatorState] = []
+    dropped: list[OperatorState] = []
+    for op in metadata.operator_states:
+        v = vertex_of.get(op.operator_id)
+        if v is not None:
+            if v.max_parallelism == op.max_parallelism or v.can_rescale_max_parallelism(op.max_parallelism):
+                kept[op.operator_id] = op
+            else:
+                raise errors.max_parallelism_mismatch(op.operator_id_hex, op.max_parallelism, v.max_parallelism)
+        elif allow_non_restored_state:
+            (dropped if has_state(op) else skipped).append(op)
+        elif has_state(op):
+            raise errors.non_restored_state(pointer, op.operator_id_hex)
+        else:
+            skipped.append(op)
+    return LoadResult(kept, tuple(skipped), tuple(dropped))

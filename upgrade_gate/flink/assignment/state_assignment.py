@@ -1,0 +1,157 @@
+"""`StateAssignmentOperation.assignStates` + `TaskStateAssignment`: which state each new subtask gets.
+
+Matching, per job vertex, over its `OperatorIDPair`s (tail first):
+
+* `fixed` (Flink for V2, FLIP-411's intended V3): the first alternative id the savepoint holds
+  state under wins, else the generated id (FLINK-13973, 1.14+); state is consumed (`remove`), so
+  it is matched once. The task then sees it under the generated id.
+* `naive` (V3 read literally: one pair per legacy hasher, `[user hash, V2]`, today's loop): every
+  pair writes `perVertex[generated]`, so a later pair that finds nothing overwrites the state an
+  earlier pair found with an empty one: the state loss FLIP-411 describes.
+
+Then per vertex with state: max-parallelism preconditions (adopting the savepoint's value when the
+vertex's was derived), key-group partitions, operator-state repartitioning, keyed state.
+Coordinator state is looked up by the *generated* id only (`restoreStateToCoordinators`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hashing.graph import Factory, StreamGraph
+from hashing.job_graph import OperatorIDPair
+from upgrade_gate.flink.assignment import errors
+from upgrade_gate.flink.assignment.channel_state import check_channel_state
+from upgrade_gate.flink.assignment.finished_state import validate_operators_finished_state
+from upgrade_gate.flink.assignment.job import ExecutionJobVertex
+from upgrade_gate.flink.assignment.keyed_state import KeyedPiece, key_group_partitions, reassign_keyed
+from upgrade_gate.flink.assignment.load_validation import LoadResult
+from upgrade_gate.flink.assignment.operator_state_repartitioner import NewSubtaskOperatorState, repartition_state
+from upgrade_gate.flink.metadata.model import OperatorState
+
+MATCHING_MODES = ("fixed", "naive")
+
+
+@dataclass
+class OperatorRestore:
+    """What one operator of the new job gets back."""
+
+    pair: OperatorIDPair
+    vertex: ExecutionJobVertex
+    matched_by: str = "none"  # generated | alternative | none
+    matched_id: bytes | None = None
+    old: OperatorState | None = None
+    overwritten: OperatorState | None = None  # naive mode: found, then replaced by an empty state
+    max_parallelism: int = 0  # the vertex's, after adopting the savepoint's
+    key_groups: list[tuple[int, int]] = field(default_factory=list)
+    # per new subtask; [] when the old operator has none of that kind (nothing to hand out)
+    keyed: list[list[KeyedPiece]] = field(default_factory=list)
+    managed_operator: list[NewSubtaskOperatorState] = field(default_factory=list)
+    raw_operator: list[NewSubtaskOperatorState] = field(default_factory=list)
+    coordinator_restored: bool | None = None  # None: no coordinator state in the savepoint
+    finished_on_restore: bool = False
+
+    @property
+    def node_id(self) -> int:
+        return self.pair.node_id
+
+
+def _pairs_of(pair: OperatorIDPair, matching: str, hasher: str) -> list[tuple[bytes, tuple[bytes, ...]]]:
+    """The (generated, alternatives) entries Flink's loop sees for one operator."""
+    if matching == "naive" and hasher == "v3":
+        alts = pair.alternatives
+        user, v2 = (alts[0], alts[1]) if len(alts) == 2 else (None, alts[0])
+        return [(pair.generated, (user,) if user else ()), (pair.generated, (v2,))]
+    return [(pair.generated, pair.alternatives)]
+
+
+def match_vertex(vertex: ExecutionJobVertex, local: dict[bytes, OperatorState], matching: str,
+                 hasher: str) -> list[OperatorRestore]:
+    out = []
+    for pair in vertex.operators:
+        r = OperatorRestore(pair, vertex, max_parallelism=vertex.max_parallelism)
+        for generated, alternatives in _pairs_of(pair, matching, hasher):
+            chosen = next((a for a in alternatives if a in local), generated)
+            state = local.pop(chosen, None)
+            if state is None:
+                if r.old is not None:  # perVertex.put(generated, empty) overwrites what an earlier pair found
+                    r.overwritten, r.old = r.old, None
+                    r.matched_by, r.matched_id = "none", None
+                continue
+            r.old, r.matched_id = state, chosen
+            r.matched_by = "generated" if chosen == generated else "alternative"
+        out.append(r)
+    return out
+
+
+@dataclass
+class Assignment:
+    operators: dict[int, OperatorRestore]  # by node id
+    vertices: list[ExecutionJobVertex]
+    load: LoadResult
+    unconsumed: dict[bytes, OperatorState]  # validated state no pair took (naive mode leftovers)
+
+
+def _check_parallelism_preconditions(vertex: ExecutionJobVertex, states: list[OperatorState], maxp: int) -> int:
+    for st in states:
+        if st.max_parallelism < vertex.parallelism:
+            raise errors.parallelism_above_restored_max(vertex.id_hex, st.max_parallelism, vertex.parallelism)
+        if st.max_parallelism != maxp:
+            if vertex.can_rescale_max_parallelism(st.max_parallelism):
+                maxp = st.max_parallelism
+            else:
+                raise errors.max_parallelism_changed(vertex.name, st.max_parallelism, maxp)
+    return maxp
+
+
+def _repartition(st: OperatorState, kind: str, new_parallelism: int) -> list[NewSubtaskOperatorState]:
+    """`repartition_state` of one kind of operator state, or [] when the operator holds none.
+
+    Most operators hold none of a kind, and a fleet check asks this for every operator of every
+    job: [] (nothing for any subtask) avoids building per-subtask lists that stay empty."""
+    subtasks = st.subtask_states
+    if not any(getattr(sub, kind) for sub in subtasks.values()):
+        return []
+    return repartition_state([list(getattr(subtasks[i], kind)) if i in subtasks else []
+                              for i in range(st.parallelism)], st.parallelism, new_parallelism)
+
+
+def assign_states(load: LoadResult, vertices: list[ExecutionJobVertex], graph: StreamGraph,
+                  matching: str = "fixed", hasher: str = "v2") -> Assignment:
+    local = dict(load.kept)
+    per_vertex = [match_vertex(v, local, matching, hasher) for v in vertices]
+    validate_operators_finished_state(per_vertex, graph)
+    operators: dict[int, OperatorRestore] = {}
+    for vertex, restores in zip(vertices, per_vertex, strict=True):
+        old = [r.old for r in restores if r.old is not None]
+        has_non_finished = any(s.subtask_states and not s.fully_finished for s in old)
+        fully_finished = any(s.fully_finished for s in old)
+        if fully_finished and not all(s.fully_finished for s in old):
+            raise errors.RestoreFailure("JobVertex could not have mixed finished and unfinished operators",
+                                        stage="state assignment")
+        for r in restores:
+            operators[r.node_id] = r
+        if fully_finished:
+            for r in restores:
+                r.finished_on_restore = True
+            continue
+        if not has_non_finished:
+            continue
+        check_channel_state(vertex, restores)
+        maxp = _check_parallelism_preconditions(vertex, old, vertex.max_parallelism)
+        partitions = key_group_partitions(maxp, vertex.parallelism)
+        for r in restores:
+            r.max_parallelism = maxp
+            r.key_groups = partitions
+            if r.old is None:
+                continue
+            if not any(sub.has_state for sub in r.old.subtask_states.values()):
+                continue  # no handle of any kind (coordinator state aside): nothing to hand out
+            r.managed_operator = _repartition(r.old, "managed_operator_state", vertex.parallelism)
+            r.raw_operator = _repartition(r.old, "raw_operator_state", vertex.parallelism)
+            r.keyed = reassign_keyed(r.old, partitions)
+    for r in operators.values():
+        if r.old is not None and r.old.coordinator_state is not None:
+            node = graph.by_id[r.node_id]
+            r.coordinator_restored = r.matched_by == "generated" and node.factory is Factory.SOURCE
+    return Assignment(operators, vertices, load, local)

@@ -1,0 +1,39 @@
+"""Entry point of the reader: Flink's `Checkpoints.loadCheckpointMetadata`, in Python.
+
+`parse_metadata(data, source, base_dir)` checks the magic number and version, dispatches to the
+version's serializer and insists that the whole input was consumed (a trailer Flink would ignore
+is reported: a `_metadata` with garbage after it is not one Flink wrote).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from upgrade_gate.flink.metadata.errors import MetadataFormatError
+from upgrade_gate.flink.metadata.handles import DeserializationContext
+from upgrade_gate.flink.metadata.model import CheckpointMetadata
+from upgrade_gate.flink.metadata.reader import BoundedReader
+from upgrade_gate.flink.metadata.serializers import get_serializer
+
+HEADER_MAGIC_NUMBER = 0x4960672D
+METADATA_FILE_NAME = "_metadata"
+
+
+def parse_metadata(data: bytes, source: str = METADATA_FILE_NAME, base_dir: str | None = None) -> CheckpointMetadata:
+    """Read a complete `_metadata` file. `base_dir` resolves relative file handles (the snapshot dir)."""
+    data = bytes(data)
+    if len(data) < 8:
+        raise MetadataFormatError(source, len(data), f"truncated: expected magic number and version (8 bytes), "
+                                                     f"file has {len(data)}")
+    magic, version = struct.unpack_from(">ii", data, 0)
+    if magic != HEADER_MAGIC_NUMBER:
+        raise MetadataFormatError(
+            source, 0, f"Unexpected magic number. This can have multiple reasons: (1) You are trying to load a "
+                       f"Flink 1.0 savepoint, which is not supported. (2) The file is not a Flink checkpoint or "
+                       f"savepoint metadata file. Expected 0x4960672d, found {magic & 0xFFFFFFFF:#010x}")
+    serializer = get_serializer(version, source, 4)
+    r = BoundedReader(data, source, 8)
+    metadata = serializer.deserialize(r, DeserializationContext(base_dir))
+    if r.remaining():
+        r.fail(f"trailing bytes: {r.remaining()} bytes after the end of the version-{version} metadata")
+    return metadata

@@ -1,0 +1,47 @@
+"""One restore, replayed: metadata version -> load validation -> finished state -> state assignment.
+
+`simulate` returns either the full `Assignment` or the `RestoreFailure` Flink would raise first,
+in Flink's order (CheckpointCoordinator.restoreSavepoint: read `_metadata`, validate, then assign).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hashing.graph import StreamGraph
+from hashing.operator_ids import OperatorIds
+from hashing.versions import FlinkVersion
+from upgrade_gate.flink.assignment.errors import RestoreFailure, unreadable_version
+from upgrade_gate.flink.assignment.job import ExecutionJobVertex, execution_job_vertices
+from upgrade_gate.flink.assignment.load_validation import LoadResult, load_and_validate
+from upgrade_gate.flink.assignment.state_assignment import Assignment, assign_states
+from upgrade_gate.flink.metadata.model import CheckpointMetadata
+
+
+def max_metadata_version(version: FlinkVersion) -> int:
+    """Newest `_metadata` format a release reads: 1.x v4, 2.0 v5, 2.1+ v6 (flink-internals.md §6.2)."""
+    if version.major < 2:
+        return 4
+    return 5 if version.minor == 0 else 6
+
+
+@dataclass
+class Simulation:
+    vertices: list[ExecutionJobVertex]
+    load: LoadResult | None
+    assignment: Assignment | None
+    failure: RestoreFailure | None
+
+
+def simulate(metadata: CheckpointMetadata, graph: StreamGraph, ids: OperatorIds, pointer: str, *,
+             allow_non_restored_state: bool, matching: str) -> Simulation:
+    vertices = execution_job_vertices(ids, graph.by_id)
+    load = None
+    try:
+        if metadata.version > max_metadata_version(ids.flink_version):
+            raise unreadable_version(metadata.version)
+        load = load_and_validate(metadata, vertices, pointer, allow_non_restored_state)
+        assignment = assign_states(load, vertices, graph, matching, ids.hasher)
+    except RestoreFailure as failure:
+        return Simulation(vertices, load, None, failure)
+    return Simulation(vertices, load, assignment, None)

@@ -1,0 +1,49 @@
+"""Graphs, plans and jars we read, and reports we publish: small whole objects, bounded in size.
+
+This is the writable side of storage. Savepoints are never written: their reading lives in
+`upgrade_gate.storage.savepoints`, which has no write call at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from upgrade_gate.storage.s3 import StorageError, get_object, is_s3, local_path, s3_client, s3_error, split_s3
+
+
+def read_object(name: str, *, max_bytes: int, client: Any | None = None, what: str = "this kind of file") -> bytes:
+    """A whole small file or S3 object (a graph spec, a plan, a jar), bounded in size.
+
+    Errors are `StorageError`s naming the object, as for `_metadata`: the CLI, the Spark jobs and
+    the Airflow hook all read graphs through here, so they fail the same way."""
+    if is_s3(name):
+        bucket, key = split_s3("s3://" + name.split("://", 1)[1])
+        return get_object(client or s3_client(), bucket, key, max_bytes, what)
+    path = local_path(name)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise StorageError(f"{name}: no such file") from None
+    except OSError as exc:
+        raise StorageError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise StorageError(f"{name}: larger than the {max_bytes}-byte limit for {what}")
+    return data
+
+
+def write_object(name: str, data: bytes, *, client: Any | None = None,
+                 content_type: str = "application/octet-stream") -> None:
+    """Publish a report (one PUT on S3; write-then-rename locally, so readers never see half a file)."""
+    if is_s3(name):
+        bucket, key = split_s3("s3://" + name.split("://", 1)[1])
+        try:
+            (client or s3_client()).put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type)
+        except Exception as exc:
+            raise s3_error(name, exc) from None
+        return
+    path = local_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
