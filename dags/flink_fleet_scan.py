@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import Param, dag, task
 from flink_gate import fleet
-from flink_gate.notifications import GateEmailNotifier, GateSlackWebhookNotifier, GateWebhookNotifier
+from flink_gate.dag_parts import check_params, notifiers
 from flink_gate.operators.spark import SparkGateJobOperator
 from flink_gate.steps import REPO
 
@@ -24,15 +24,6 @@ CATALOGUE = "{{ params.catalogue or var.value.get('upgrade_gate_catalogue', '') 
 SAVEPOINTS = "{{ params.savepoint_root or var.value.get('upgrade_gate_savepoint_root', '') }}"
 SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "4",
               "spark.default.parallelism": "2"}
-
-
-def notifiers() -> list:
-    return [
-        GateWebhookNotifier(http_conn_id="{{ var.value.get('upgrade_gate_webhook_conn_id', 'upgrade_gate_webhook') }}"),
-        GateSlackWebhookNotifier(slack_webhook_conn_id="{{ var.value.get('upgrade_gate_slack_conn_id', '') }}"),
-        GateEmailNotifier(to="{{ var.value.get('upgrade_gate_alert_email', '') }}",
-                          smtp_conn_id="{{ var.value.get('upgrade_gate_smtp_conn_id', 'smtp_default') }}"),
-    ]
 
 
 @dag(
@@ -50,11 +41,7 @@ def notifiers() -> list:
                            "upgrade_gate_catalogue."),
         "savepoint_root": Param(None, type=["null", "string"], title="Savepoint root",
                                 description="One prefix per job. Empty: the Variable upgrade_gate_savepoint_root."),
-        "hasher": Param("v2", type="string", enum=["v2", "v3"]),
-        "matching": Param("fixed", type="string", enum=["fixed", "naive"]),
-        "allow_non_restored_state": Param(False, type="boolean"),
-        "flink_version": Param("2.3", type="string", enum=["1.18", "1.19", "1.20", "2.0", "2.1", "2.2", "2.3"]),
-        "aws_conn_id": Param("aws_default", type="string"),
+        **check_params(),
     },
 )
 def flink_fleet_scan() -> None:

@@ -31,14 +31,15 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
 
 from spark_jobs import common, fleet_inputs
 from spark_jobs.parquet_output import ArrowRows, write_table
+from upgrade_gate.gate import policy
 from upgrade_gate.gate.check import check_upgrade
+from upgrade_gate.vocabulary import DEFAULT_HASHER, DEFAULT_MATCHING, HASHERS, MATCHING_MODES, Verdict
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 JOB = "fleet_check"
-VERDICTS = ("SAFE", "STATE_LOSS", "STATE_MISROUTED", "RESTORE_FAILS")  # the simulator's, mildest first
 SCHEMA_DDL = (
     "job string, spec string, metadata string, hasher string, matching string, allow_non_restored_state boolean, "
     "flink_version string, verdict string, restore_succeeds boolean, flink_error string, operators int, "
@@ -46,7 +47,6 @@ SCHEMA_DDL = (
     "remedies string, warnings array<string>, error string"
 )
 DEFAULT_WORST = 20
-
 
 
 def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non_restored_state: bool,
@@ -57,8 +57,10 @@ def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non
     from upgrade_gate.storage.savepoints import load_savepoint
 
     savepoint = load_savepoint(metadata, client=client)
-    graph = parse_graph(load_spec(spec, client), spec).graph
-    old = parse_graph(load_spec(old_spec, client), old_spec).graph if old_spec else None
+    # the whole LoadedGraph, descriptive node fields included: the misrouting check pairs operators by them,
+    # exactly as the CLI and the Airflow gate do
+    graph = parse_graph(load_spec(spec, client), spec)
+    old = parse_graph(load_spec(old_spec, client), old_spec) if old_spec else None
     result = check_upgrade(savepoint, graph, hasher=hasher, matching=matching,
                            allow_non_restored_state=allow_non_restored_state, flink_version=flink_version,
                            old_graph=old, rescale_detail=False, with_migration=False).to_json()
@@ -121,7 +123,6 @@ def fleet_check(inputs: DataFrame, partitions: int | None = None) -> DataFrame:
 
 SUMMARY_COLUMNS = ("job", "verdict", "state_bytes", "lost_bytes", "lost_operators", "flink_error",
                    "verdict_with_remedies", "losses", "error")
-_SEVERITY = {"RESTORE_FAILS": 3, "STATE_MISROUTED": 2, "STATE_LOSS": 1}
 
 
 def read_verdicts(spark: SparkSession, table: str) -> list[dict[str, Any]]:
@@ -147,15 +148,15 @@ def summarize(verdicts: list[dict[str, Any]], worst: int = DEFAULT_WORST) -> dic
         counts[r["verdict"] or "ERROR"] = counts.get(r["verdict"] or "ERROR", 0) + 1
     totals = {"jobs": len(verdicts), "state": sum(r["state_bytes"] or 0 for r in verdicts),
               "lost": sum(r["lost_bytes"] or 0 for r in verdicts),
-              "blocked": sum(r["state_bytes"] or 0 for r in verdicts if r["verdict"] == "RESTORE_FAILS")}
-    worst_rows = sorted((r for r in verdicts if r["verdict"] in _SEVERITY),
-                        key=lambda r: (-_SEVERITY[r["verdict"]], -(r["lost_bytes"] or 0), -(r["state_bytes"] or 0),
-                                       r["job"]))[:worst]
+              "blocked": sum(r["state_bytes"] or 0 for r in verdicts if r["verdict"] == Verdict.RESTORE_FAILS)}
+    worst_rows = sorted((r for r in verdicts if r["verdict"] and policy.blocks(r["verdict"])),
+                        key=lambda r: (-Verdict(r["verdict"]).severity, -(r["lost_bytes"] or 0),
+                                       -(r["state_bytes"] or 0), r["job"]))[:worst]
     errors = sorted((r for r in verdicts if r["error"] is not None), key=lambda r: r["job"])[:worst]
-    by_verdict = {v: counts.get(v, 0) for v in VERDICTS}
+    by_verdict = {v.value: counts.get(v, 0) for v in Verdict.mildest_first()}
     n_errors = counts.get("ERROR", 0)
     return {
-        "gate": "PASS" if totals["jobs"] and by_verdict["SAFE"] == totals["jobs"] else "BLOCK",
+        "gate": "PASS" if totals["jobs"] and by_verdict[Verdict.SAFE] == totals["jobs"] else "BLOCK",
         "jobs": totals["jobs"],
         "verdicts": by_verdict,
         "errors": n_errors,
@@ -204,8 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan", default=None,
                    help="per-job options (CSV/JSON/Parquet): job[, hasher, matching, allow_non_restored_state, "
                         "flink_version]; missing values fall back to the flags below")
-    p.add_argument("--hasher", default="v2", choices=("v2", "v3"))
-    p.add_argument("--matching", default="fixed", choices=("fixed", "naive"))
+    p.add_argument("--hasher", default=DEFAULT_HASHER, choices=HASHERS)
+    p.add_argument("--matching", default=DEFAULT_MATCHING, choices=MATCHING_MODES)
     p.add_argument("--allow-non-restored-state", action="store_true")
     p.add_argument("--flink-version", default=None, help="Flink version that will run the new jobs (default 2.3)")
     p.add_argument("--worst", type=int, default=DEFAULT_WORST, help="how many worst jobs the summary lists")

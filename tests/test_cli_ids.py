@@ -33,7 +33,8 @@ def test_v3_keeps_uid_ids_and_lists_v2_id_as_alternative(cli):
             assert n["generated_id"] == v2[nid]["generated_id"]
 
 
-def test_table_and_mapping_are_readable(cli):
+def test_table_and_mapping_are_readable(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")  # a wide terminal: the chain stays on one line
     res = cli("ids", EXAMPLE)
     assert res.returncode == 0
     assert "operator id" in res.stdout and "Source: orders -> Map: parse-order -> Filter: valid-orders" in res.stdout

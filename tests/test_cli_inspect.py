@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 from tests.metadata_support import fixture_dirs, fixture_id, flink_view
+from upgrade_gate.cli.text_table import human_bytes
 from upgrade_gate.flink.metadata import to_json
 from upgrade_gate.storage.savepoints import load_savepoint
 
 DIRS = [d for d in fixture_dirs() if d.name in ("hashmap-canonical-p2", "checkpoint-finished-tasks")]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "upgrade_gate", *args], capture_output=True, text=True, timeout=60)
+def _cli(*args: str, columns: int = 100) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": str(columns)}
+    return subprocess.run([sys.executable, "-m", "upgrade_gate", *args], capture_output=True, text=True, timeout=60,
+                          env=env)
 
 
 @pytest.mark.parametrize("d", DIRS, ids=fixture_id)
@@ -34,15 +38,15 @@ def test_json_matches_flinks_reading(d) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("d", DIRS, ids=fixture_id)
 def test_table_shows_operators_and_key_groups(d) -> None:  # type: ignore[no-untyped-def]
-    proc = _cli("inspect", str(d / "_metadata"), "--format", "table")
+    proc = _cli("inspect", str(d / "_metadata"), "--format", "table", columns=200)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     doc = to_json(load_savepoint(str(d)))
     for op in doc["operators"]:
-        assert op["operator_id"] in out and str(op["state_bytes"]) in out
+        assert op["operator_id"] in out and human_bytes(op["state_bytes"]) in out
         for s in op["subtasks"]:
             for h in s["managed_keyed"]:
-                assert f"[{h['key_groups'][0]}..{h['key_groups'][1]}]" in out
+                assert f"{h['key_groups'][0]}-{h['key_groups'][1]}" in out
     assert "keyed" in out
     if d.name == "checkpoint-finished-tasks":
         assert "FULLY FINISHED" in out and "finished" in out

@@ -15,8 +15,9 @@ import re
 import pytest
 
 from tests.restore_support import AMBIGUOUS, KEYS, Scenario, disagreements, root_error, scenarios
-from upgrade_gate.gate.check import SAFE, STATE_LOSS, STATE_MISROUTED, savepoint_pointer
+from upgrade_gate.gate.check import savepoint_pointer
 from upgrade_gate.storage.savepoints import load_savepoint
+from upgrade_gate.vocabulary import Verdict
 
 ALL = list(scenarios())
 
@@ -47,17 +48,17 @@ def test_simulator_agrees_with_flink(sc: Scenario) -> None:
 def test_verdict_matches_what_the_functions_got_back(sc: Scenario) -> None:
     """SAFE only if every keyed entry came back; a real loss of keyed entries is never called SAFE.
 
-    Keyed state that went to the wrong operator (issue 8) is STATE_MISROUTED, which outranks STATE_LOSS
+    Keyed state that went to the wrong operator is STATE_MISROUTED, which outranks STATE_LOSS
     (map-inserted-before-uidless-keyed and uid-hash-unknown-id-no-uid were STATE_LOSS before)."""
     run = sc.outcome["restore"]
     if run["status"] != "RUNNING" or "keyed" not in run["restored"]:
         return  # the misroute-* jobs have no "keyed" operator: test_restore_misrouting checks them
     res = sc.check(False)
     restored_keys = sum(s.get("keyed_entries", 0) for s in run["restored"].get("keyed", []))
-    if res.verdict == SAFE:
+    if res.verdict == Verdict.SAFE:
         assert restored_keys == len(KEYS)
     if restored_keys < len(KEYS):
-        assert res.verdict in (STATE_LOSS, STATE_MISROUTED) and res.losses
+        assert res.verdict in (Verdict.STATE_LOSS, Verdict.STATE_MISROUTED) and res.losses
 
 
 def test_job_a_had_every_key_in_state() -> None:
@@ -79,6 +80,6 @@ def test_pointer_is_printed_as_flink_prints_it() -> None:
 def test_ambiguous_pin_is_flagged_and_flink_picked_one_claimant() -> None:
     for sc in (s for s in ALL if s.name in AMBIGUOUS):
         res = sc.check(False)
-        assert res.verdict == STATE_LOSS and any("not deterministic" in w for w in res.warnings)
+        assert res.verdict == Verdict.STATE_LOSS and any("not deterministic" in w for w in res.warnings)
         keyed = sum(s["keyed_entries"] for s in sc.outcome["restore"]["restored"]["keyed"])
         assert keyed in (0, len(KEYS))  # all of it or none of it, depending on Flink's vertex order

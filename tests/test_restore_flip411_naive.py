@@ -12,8 +12,9 @@ import dataclasses
 from hashing.operator_ids import compute_operator_ids
 from hashing.readers import load_graph
 from tests.restore_support import RESTORES
-from upgrade_gate.gate.check import SAFE, STATE_LOSS, check_upgrade
+from upgrade_gate.gate.check import check_upgrade
 from upgrade_gate.storage.savepoints import load_savepoint
+from upgrade_gate.vocabulary import Verdict
 
 R23 = RESTORES / "2.3.0"
 
@@ -32,13 +33,13 @@ def test_naive_matching_loses_v3_state_and_fixed_keeps_it() -> None:
     graph = load_graph(R23 / "identical-no-uids" / "graph-b.json").graph
     meta = _v3_savepoint(str(R23 / "savepoints" / "no-uids-p2"), graph)
     naive = check_upgrade(meta, graph, hasher="v3", matching="naive")
-    assert naive.verdict == STATE_LOSS and naive.restore_succeeds
+    assert naive.verdict == Verdict.STATE_LOSS and naive.restore_succeeds
     reasons = {x["reason"] for x in naive.losses}
     assert any("overwritten with an empty state" in r for r in reasons)
     lost = {x["name"] for x in naive.losses}
     assert {"keyed", "lists", "broadcast"} <= lost
     fixed = check_upgrade(meta, graph, hasher="v3", matching="fixed")
-    assert fixed.verdict == SAFE, fixed.losses
+    assert fixed.verdict == Verdict.SAFE, fixed.losses
 
 
 def test_v2_savepoint_into_v3_job_restores_task_state_by_the_v2_alternative() -> None:

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from tests.restore_support import Scenario, gate_misrouting, real_misrouting, scenarios
-from upgrade_gate.gate.check import RESTORE_FAILS, SAFE, STATE_MISROUTED, check_upgrade
+from upgrade_gate.gate.check import check_upgrade
 from upgrade_gate.storage.savepoints import load_savepoint
+from upgrade_gate.vocabulary import Verdict
 
 ALL = [s for s in scenarios() if s.name.startswith("misroute-")]
 MISROUTING = {"misroute-sources-swapped-no-uids", "misroute-keyed-branches-reordered",
@@ -57,16 +58,16 @@ def test_with_old_graph_the_gate_flags_exactly_what_flink_misrouted(sc: Scenario
         res = check(sc, allow, old=True)
         real = real_misrouting(run) if run["status"] == "RUNNING" else set()
         if run["status"] != "RUNNING":
-            assert res.verdict == RESTORE_FAILS
+            assert res.verdict == Verdict.RESTORE_FAILS
             continue
         assert gate_misrouting(res, set(run["restored"])) == real, allow
         if real:
-            assert res.verdict == STATE_MISROUTED and res.to_json()["verdict"] == STATE_MISROUTED
+            assert res.verdict == Verdict.STATE_MISROUTED and res.to_json()["verdict"] == Verdict.STATE_MISROUTED
             assert all(m["evidence"] and m["counterpart"] for m in res.misrouted)
-            assert res.verdict_with_remedies == SAFE  # the pins, re-simulated with the misrouting check
+            assert res.verdict_with_remedies == Verdict.SAFE  # the pins, re-simulated with the misrouting check
             assert any(r["action"].startswith("setUidHash(") for r in res.remedies)
         else:
-            assert res.verdict != STATE_MISROUTED and not res.misrouted
+            assert res.verdict != Verdict.STATE_MISROUTED and not res.misrouted
 
 
 @pytest.mark.parametrize("sc", ALL, ids=str)
@@ -77,9 +78,9 @@ def test_without_old_graph_never_silently_safe(sc: Scenario) -> None:
     real = real_misrouting(run) if run["status"] == "RUNNING" else set()
     if sc.release.startswith("2."):
         assert gate_misrouting(res, set(run["restored"])) == real
-        assert (res.verdict == STATE_MISROUTED) == bool(real)
+        assert (res.verdict == Verdict.STATE_MISROUTED) == bool(real)
     elif real:
-        assert res.verdict == SAFE and any("cannot tell" in w for w in res.warnings)
+        assert res.verdict == Verdict.SAFE and any("cannot tell" in w for w in res.warnings)
 
 
 def test_honest_upgrades_stay_safe() -> None:
@@ -87,14 +88,14 @@ def test_honest_upgrades_stay_safe() -> None:
         if sc.name in ("misroute-identical-no-uids", "misroute-sources-swapped-uids"):
             for old in (True, False):
                 res = check(sc, False, old)
-                assert res.verdict == SAFE and not res.misrouted, (sc, old)
+                assert res.verdict == Verdict.SAFE and not res.misrouted, (sc, old)
 
 
 def test_union_reorder_changes_the_consumer_id_it_does_not_misroute() -> None:
     """V2 mixes input hashes in in-edge order: the union's consumer gets a fresh id (Flink refuses the savepoint)."""
     for sc in (s for s in ALL if s.name == "misroute-union-inputs-reordered"):
         res = check(sc, False, old=True)
-        assert res.verdict == RESTORE_FAILS and not res.misrouted
+        assert res.verdict == Verdict.RESTORE_FAILS and not res.misrouted
         assert check(sc, True, old=True).verdict == "STATE_LOSS"
 
 
@@ -125,10 +126,10 @@ def test_state_declarations_and_key_types_in_the_spec_pick_the_counterpart(tmp_p
         specs[g].write_text(json.dumps(doc))
     res = check_upgrade(load_savepoint(str(sc.savepoint)), specs["graph-b.json"], flink_version=sc.flink_version,
                         pointer=sc.pointer, old_graph=specs["graph-a.json"])
-    assert res.verdict == STATE_MISROUTED and len(res.misrouted) == 2
+    assert res.verdict == Verdict.STATE_MISROUTED and len(res.misrouted) == 2
     assert {m["counterpart"]["matched_by"] for m in res.misrouted} == {"signature"}
     assert any("state:" in e for m in res.misrouted for e in m["evidence"])
-    assert res.verdict_with_remedies == SAFE
+    assert res.verdict_with_remedies == Verdict.SAFE
 
 
 def test_cli_old_graph(cli) -> None:

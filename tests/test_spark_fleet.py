@@ -26,6 +26,7 @@ from tests.spark_support import SparkEnv, spark, spark_env  # noqa: F401  (fixtu
 from upgrade_gate.flink.metadata import to_json
 from upgrade_gate.gate.check import check_upgrade
 from upgrade_gate.storage.savepoints import load_savepoint
+from upgrade_gate.vocabulary import Verdict
 
 REPO = Path(__file__).resolve().parent.parent
 JOBS = 300
@@ -217,7 +218,7 @@ def test_fleet_check_verdicts_equal_expected_and_the_core(spark, fleet, ids_tabl
         assert r["lost_bytes"] == sum(op["lost_bytes"] for op in single["operators"])
         assert (r["hasher"], r["allow_non_restored_state"]) == (j["hasher"], j["allow_non_restored_state"])
         lost_total += r["lost_bytes"]
-    counts = {v: sum(1 for r in rows.values() if r["verdict"] == v) for v in fleet_check.VERDICTS}
+    counts = {v: sum(1 for r in rows.values() if r["verdict"] == v) for v in Verdict.mildest_first()}
     assert summary["verdicts"] == counts and summary["errors"] == 1 and summary["jobs"] == JOBS + 1
     assert summary["gate"] == "BLOCK" and summary["bytes_at_risk"] == lost_total
     assert summary["worst_jobs"][0]["verdict"] == "RESTORE_FAILS"

@@ -1,7 +1,7 @@
 """The gate's steps as plain functions over the core, so DAG tasks stay one-liners.
 
 Each function is a pure function of its inputs (plus reads of storage), so a retried task gives
-the same answer (design §9). The verdict itself is always the core's `upgrade_gate.gate.check`.
+the same answer (docs/guarantees.md). The verdict itself is always the core's `upgrade_gate.gate.check`.
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hashing.operator_ids import compute_operator_ids
 from hashing.readers import load_graph
+from upgrade_gate.cli import report_html
+from upgrade_gate.gate.check import check_upgrade
 
-HASHERS = ("v2", "v3")
-MATCHING_MODES = ("fixed", "naive")
 LATEST = "latest"
 
 
@@ -43,38 +44,19 @@ def savepoint_summary(metadata: Any, source: str) -> dict[str, Any]:
 
 def run_check(metadata: Any, graph_path: str, *, hasher: str, matching: str, allow_non_restored_state: bool,
               flink_version: str | None) -> Any:
-    """Simulate the restore with the core and return its `CheckResult`."""
-    from upgrade_gate.gate.check import check_upgrade
-
-    return check_upgrade(metadata, graph_path, hasher=hasher, matching=matching,
+    """Simulate the restore with the core and return its `CheckResult` (the same call the CLI makes)."""
+    return check_upgrade(metadata, load_graph(graph_path), hasher=hasher, matching=matching,
                          allow_non_restored_state=allow_non_restored_state, flink_version=flink_version or None)
 
 
 def render_html(result: Any) -> str:
-    """The core's HTML report (upgrade_gate.cli.report_html); a minimal page if the renderer is absent."""
-    try:
-        from upgrade_gate.cli import report_html
-    except ImportError:
-        report_html = None
-    if report_html is not None:
-        for name in ("render_html", "render", "render_report"):
-            fn = getattr(report_html, name, None)
-            if callable(fn):
-                return str(fn(result))
-    doc = result.to_json() if hasattr(result, "to_json") else result
-    import html as _html
-
-    return (f"<html><body><h1>Verdict: {_html.escape(str(doc.get('verdict')))}</h1>"
-            f"<pre>{_html.escape(json.dumps(doc, indent=2))}</pre></body></html>")
+    """The core's HTML report, the same page `upgrade-gate check --format html` writes."""
+    return report_html.render_html(result)
 
 
 def graph_node_ids(graph_path: str, hasher: str, flink_version: str | None) -> dict[str, Any]:
     """Operator IDs of the new graph straight from the core (what the Spark job must agree with)."""
-    from hashing.operator_ids import compute_operator_ids
-
-    loaded = load_graph(graph_path)
-    graph = getattr(loaded, "graph", loaded)
-    return compute_operator_ids(graph, hasher, flink_version or None).to_json()
+    return compute_operator_ids(load_graph(graph_path).graph, hasher, flink_version or None).to_json()
 
 
 def write_json(path: Path, doc: Any) -> None:

@@ -1,27 +1,18 @@
 """The `upgrade-gate` console script.
 
-Exit codes are a contract (design §4.2): 0 ok / SAFE, 1 the verdict is not SAFE, 2 bad input.
+Exit codes are a contract (docs/design.md, Contracts): 0 ok / SAFE, 1 the verdict is not SAFE, 2 bad input.
 Bad input is reported as one line naming the file and the problem, never as a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
 import sys
-from types import ModuleType
 
 from hashing.errors import InputError
-from upgrade_gate.cli import commands
+from upgrade_gate.cli.commands import COMMANDS
 
 EXIT_OK, EXIT_UNSAFE, EXIT_BAD_INPUT = 0, 1, 2
-
-
-def _command_modules() -> list[ModuleType]:
-    mods = [importlib.import_module(f"{commands.__name__}.{m.name}")
-            for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")]
-    return sorted((m for m in mods if hasattr(m, "NAME")), key=lambda m: m.ORDER if hasattr(m, "ORDER") else 99)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
                      description="Will this Flink upgrade restore every byte of state? Operator IDs, "
                                  "savepoint metadata and restore simulation, bit-exact with Flink.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for mod in _command_modules():
+    for mod in COMMANDS:
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)

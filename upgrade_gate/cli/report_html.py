@@ -8,9 +8,12 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from upgrade_gate.gate.check import SAFE, STATE_LOSS, STATE_MISROUTED, CheckResult
+from upgrade_gate.cli.text_table import human_bytes
+from upgrade_gate.gate.check import CheckResult
+from upgrade_gate.vocabulary import Verdict
 
-_COLORS = {SAFE: "#1a7f37", STATE_LOSS: "#b35900", STATE_MISROUTED: "#8e24aa", "RESTORE_FAILS": "#c62828"}
+_COLORS = {Verdict.SAFE: "#1a7f37", Verdict.STATE_LOSS: "#b35900", Verdict.STATE_MISROUTED: "#8e24aa",
+           Verdict.RESTORE_FAILS: "#c62828"}
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -32,12 +35,12 @@ def _bytes_plot(ops: list[dict[str, Any]]) -> str:
         kept = (o["state_bytes"] - o["lost_bytes"]) * (w - label_w - 80) / top
         lost = o["lost_bytes"] * (w - label_w - 80) / top
         label = escape(f"{o['name'] or o['operator_id'][:8]}")
-        note = f" ({o['lost_bytes']} B lost)" if o["lost_bytes"] else ""
+        note = f" ({human_bytes(o['lost_bytes'])} lost)" if o["lost_bytes"] else ""
         parts.append(f'<text x="0" y="{y + 13}" font-size="12">{label}</text>'
                      f'<rect x="{label_w}" y="{y}" width="{kept:.1f}" height="{bar_h}" fill="#4a7bd0"/>'
                      f'<rect x="{label_w + kept:.1f}" y="{y}" width="{lost:.1f}" height="{bar_h}" fill="#c62828"/>'
                      f'<text x="{label_w + kept + lost + 4:.1f}" y="{y + 13}" font-size="11">'
-                     f'{o["state_bytes"]} B{note}</text>')
+                     f'{human_bytes(o["state_bytes"])}{note}</text>')
     h = len(ops) * (bar_h + 6)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
             f'aria-label="bytes per operator">{"".join(parts)}</svg>')
@@ -73,10 +76,7 @@ def _key_group_plot(o: dict[str, Any]) -> str:
 
 def render_html(res: CheckResult) -> str:
     color = _COLORS.get(res.verdict, "#333")
-    summary = {SAFE: "The savepoint restores into the new job and every byte of state lands on an operator.",
-               STATE_LOSS: "The restore succeeds, but state is dropped or reset.",
-               STATE_MISROUTED: "The restore succeeds, but some state lands on an operator that did not write it.",
-               "RESTORE_FAILS": "Flink will refuse to start the new job from this savepoint."}[res.verdict]
+    summary = Verdict(res.verdict).meaning
     out = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{escape(res.verdict)}: "
            f"{escape(res.graph_name)} restore check</title><style>body{{font-family:sans-serif;margin:2em;"
            f"max-width:1100px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;"
@@ -90,8 +90,9 @@ def render_html(res: CheckResult) -> str:
     out.append(f"<p>Savepoint <code>{escape(res.savepoint)}</code> into job <code>{escape(res.graph_name)}</code> "
                f"(hasher {escape(res.hasher)}, matching {escape(res.matching)}, Flink {escape(res.flink_version)})</p>")
     out.append("<h2>Operators</h2>" + _table(
-        ["operator id", "name", "matched by", "new node", "bytes", "lost bytes", "state"],
-        [[o["operator_id"], o["name"], o["matched_by"], o["new_node_name"], o["state_bytes"], o["lost_bytes"],
+        ["operator id", "name", "matched by", "restores into", "state", "lost", "state names"],
+        [[o["operator_id"], o["name"], o["matched_by"], o["new_node_name"], human_bytes(o["state_bytes"]),
+          human_bytes(o["lost_bytes"]),
           ", ".join(o["state_names"])] for o in res.operators]))
     if res.misrouted:
         out.append("<h2>Misrouted state</h2>" + _table(
@@ -101,8 +102,9 @@ def render_html(res: CheckResult) -> str:
              for m in res.misrouted]))
     if res.losses:
         out.append("<h2>State at risk</h2>" + _table(
-            ["operator id", "name", "bytes", "state", "why"],
-            [[x["operator_id"], x["name"], x["bytes"], ", ".join(x["state_names"]), x["reason"]] for x in res.losses]))
+            ["operator id", "name", "size", "state", "why"],
+            [[x["operator_id"], x["name"], human_bytes(x["bytes"]), ", ".join(x["state_names"]), x["reason"]]
+             for x in res.losses]))
     if res.remedies:
         out.append("<h2>Remedies</h2>" + _table(
             ["for state", "on node", "do", "found by", "why"],

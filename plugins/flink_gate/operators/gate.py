@@ -20,10 +20,6 @@ from flink_gate.notifications.base import ALERT_XCOM_KEY
 from flink_gate.reports import ReportStore
 
 
-class GateBlockedError(Exception):
-    """Raised (as the message of AirflowFailException) when the verdict blocks the upgrade."""
-
-
 class FlinkUpgradeGateOperator(BaseOperator):
     """Fail the run unless the simulated restore is SAFE, alerting every notifier first.
 

@@ -1,5 +1,11 @@
-"""Sub-commands of `upgrade-gate`, one module each.
+"""Sub-commands of `upgrade-gate`, one module each, listed in help order.
 
-Each module defines `NAME`, `HELP`, `add_arguments(parser)` and `run(args) -> int`; the CLI
-discovers them, so adding a command never touches the dispatcher.
+Each module defines `NAME`, `HELP`, `add_arguments(parser)` and `run(args) -> int`; a new command
+is a new module added to `COMMANDS`.
 """
+
+from upgrade_gate.cli.commands import check, export, ids, inspect, mapping
+
+COMMANDS = (ids, inspect, mapping, check, export)
+
+__all__ = ["COMMANDS"]

@@ -7,11 +7,19 @@ import json
 import sys
 
 from upgrade_gate.cli.commands.graph_args import load_with_notes
-from upgrade_gate.cli.text_table import render
-from upgrade_gate.gate.check import SAFE, CheckResult, check_upgrade
+from upgrade_gate.cli.text_table import human_bytes, paragraph, render
+from upgrade_gate.gate.check import CheckResult, check_upgrade
+from upgrade_gate.vocabulary import (
+    DEFAULT_FLINK_VERSION,
+    DEFAULT_HASHER,
+    DEFAULT_MATCHING,
+    FLINK_VERSIONS,
+    HASHERS,
+    MATCHING_MODES,
+    Verdict,
+)
 
 NAME = "check"
-ORDER = 4
 HELP = ("simulate restoring SAVEPOINT into the job GRAPH as Flink would: SAFE, STATE_LOSS, STATE_MISROUTED or "
         "RESTORE_FAILS, with the operators, state names and bytes at risk and the smallest fix")
 
@@ -22,11 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--old-graph", default=None,
                         help="the job graph that wrote the savepoint (spec, plan or exporter output): traces every "
                              "state to its writer to catch state restored into the wrong operator")
-    parser.add_argument("--hasher", choices=("v2", "v3"), default="v2", help="v2 = Flink's; v3 = FLIP-411")
-    parser.add_argument("--matching", choices=("fixed", "naive"), default="fixed",
+    parser.add_argument("--hasher", choices=HASHERS, default=DEFAULT_HASHER, help="v2 = Flink's; v3 = FLIP-411")
+    parser.add_argument("--matching", choices=MATCHING_MODES, default=DEFAULT_MATCHING,
                         help="V3 alternative-id matching: fixed (ordered list) or naive (one pair per legacy hasher)")
     parser.add_argument("--allow-non-restored-state", action="store_true", help="as Flink's --allowNonRestoredState")
-    parser.add_argument("--flink-version", default=None, help="Flink version that will run the new job (default 2.3)")
+    parser.add_argument("--flink-version", default=None, metavar="X.Y",
+                        help=f"Flink version that will run the new job ({', '.join(FLINK_VERSIONS)}; "
+                             f"default {DEFAULT_FLINK_VERSION})")
     parser.add_argument("--format", choices=("table", "json", "html"), default="table")
     parser.add_argument("--output", "-o", default=None, help="write the report to this file instead of stdout")
 
@@ -35,38 +45,37 @@ def render_table(res: CheckResult) -> str:
     lines = [f"VERDICT: {res.verdict}" + (f"   (with the remedies below: {res.verdict_with_remedies})"
                                           if res.verdict_with_remedies else "")]
     if res.flink_error:
-        lines.append(f"Flink would fail with: {res.flink_error}")
+        lines.append(paragraph(f"Flink would fail with: {res.flink_error}"))
     lines.append("")
-    rows = [(o["operator_id"], o["name"] or "", o["matched_by"], o["new_node_id"] if o["new_node_id"] is not None
-             else "", o["state_bytes"], o["lost_bytes"], ", ".join(o["state_names"])) for o in res.operators]
-    lines.append(render(("operator id", "name", "matched by", "new node", "bytes", "lost", "state"), rows,
-                        title=f"{res.graph_name} <- {res.savepoint} (hasher {res.hasher}, Flink {res.flink_version})"))
+    rows = [(o["operator_id"], o["name"] or "", o["matched_by"], o["new_node_name"] or "",
+             human_bytes(o["state_bytes"]), human_bytes(o["lost_bytes"])) for o in res.operators]
+    lines.append(render(("operator id", "name", "matched by", "restores into", "state", "lost"), rows,
+                        title=f"{res.graph_name} <- {res.savepoint} (hasher {res.hasher}, Flink {res.flink_version})",
+                        wrap={"name", "restores into"}, right={"state", "lost"}))
     if res.misrouted:
         lines += ["", render(("operator id", "written by", "restored into", "should go to", "evidence"),
                              [(m["operator_id"], (m["writer"] or {}).get("name") or "?", m["receiver"]["name"],
                                (m["counterpart"] or {}).get("name") or "?", m["evidence"][0]) for m in res.misrouted],
-                             title="Misrouted state (restores into an operator that did not write it)")]
+                             title="Misrouted state (restores into an operator that did not write it)",
+                             wrap={"written by", "restored into", "should go to", "evidence"})]
     if res.losses:
-        lines += ["", render(("operator id", "name", "bytes", "state", "why"),
-                             [(x["operator_id"], x["name"] or "", x["bytes"], ", ".join(x["state_names"]), x["reason"])
-                              for x in res.losses], title="State at risk")]
+        lines += ["", render(("operator id", "name", "size", "state", "why"),
+                             [(x["operator_id"], x["name"] or "", human_bytes(x["bytes"]), ", ".join(x["state_names"]),
+                               x["reason"]) for x in res.losses], title="State at risk",
+                             wrap={"name", "state", "why"}, right={"size"})]
     if res.remedies:
         lines += ["", render(("for state", "on node", "do", "found by", "why"),
                              [(x["operator_id"], x["node_name"] or "-", x["action"] or "(no counterpart)",
-                               x["matched_by"], x["reason"]) for x in res.remedies], title="Remedies")]
+                               x["matched_by"], x["reason"]) for x in res.remedies], title="Remedies",
+                             wrap={"on node", "why"})]
     for w in res.warnings:
-        lines.append(f"warning: {w}")
+        lines.append(paragraph(f"warning: {w}"))
     return "\n".join(lines) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
-    loaded = load_with_notes(args.graph)
-    # a spec path keeps its descriptive node fields (kind, state, key_type) for the misrouting check
-    graph = args.graph if loaded.kind == "spec" else loaded.graph
-    old = None
-    if args.old_graph:
-        old_loaded = load_with_notes(args.old_graph)
-        old = args.old_graph if old_loaded.kind == "spec" else old_loaded.graph
+    graph = load_with_notes(args.graph)  # read once: the check gets every field, descriptive ones included
+    old = load_with_notes(args.old_graph) if args.old_graph else None
     res = check_upgrade(args.savepoint, graph, hasher=args.hasher, matching=args.matching,
                         allow_non_restored_state=args.allow_non_restored_state, flink_version=args.flink_version,
                         old_graph=old)
@@ -82,4 +91,4 @@ def run(args: argparse.Namespace) -> int:
             f.write(text)
     else:
         sys.stdout.write(text)
-    return 0 if res.verdict == SAFE else 1
+    return 0 if res.verdict is Verdict.SAFE else 1

@@ -11,12 +11,11 @@ from upgrade_gate.cli.commands.graph_args import add_graph_arguments, load_with_
 from upgrade_gate.cli.text_table import render
 
 NAME = "mapping"
-ORDER = 3
 HELP = "V2 -> V3 (FLIP-411) operator-ID mapping of a job graph"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_graph_arguments(parser, "job graph: spec JSON/YAML (design §4.1) or Flink execution-plan JSON")
+    add_graph_arguments(parser, "job graph: spec JSON/YAML (docs/graph-spec.md) or Flink execution-plan JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,5 +29,6 @@ def run(args: argparse.Namespace) -> int:
     print(render(("node", "name", "uid", "v2 id", "v3 id", "changed", "v2 state restores by"),
                  [(r.node_id, r.name, r.uid or "", r.v2_id, r.v3_id, "yes" if r.changed else "", r.restores_by)
                   for r in rows],
-                 title=f"{loaded.graph.name}: V2 -> V3 mapping ({changed} of {len(rows)} ids change)"))
+                 title=f"{loaded.graph.name}: V2 -> V3 mapping ({changed} of {len(rows)} ids change)",
+                 wrap={"name", "uid", "v2 state restores by"}, right={"node"}))
     return 0

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-PLUGINS = Path(__file__).resolve().parent.parent / "plugins"
-if str(PLUGINS) not in sys.path:
-    sys.path.insert(0, str(PLUGINS))
-
-from flink_gate.acceptance import decide  # noqa: E402
+from upgrade_gate.gate.policy import blocks, decide
+from upgrade_gate.vocabulary import Verdict
 
 TAGGER = {"operator_id": "f3461f7cdc9907d12524af739f910f5d", "name": "tagger", "uid": "tagger", "bytes": 195,
           "state_names": ["seen"]}
@@ -51,3 +45,9 @@ def test_uid_is_found_through_the_operator_rows_when_the_loss_lacks_it():
     result = {"verdict": "STATE_LOSS", "losses": [loss],
               "operators": [{"operator_id": TAGGER["operator_id"], "uid": "tagger"}]}
     assert decide(result, ["tagger"]).passes
+
+
+def test_every_verdict_but_safe_blocks_and_severity_orders_them():
+    assert [v for v in Verdict if blocks(v)] == [Verdict.STATE_LOSS, Verdict.STATE_MISROUTED, Verdict.RESTORE_FAILS]
+    assert Verdict.worst_first() == (Verdict.RESTORE_FAILS, Verdict.STATE_MISROUTED, Verdict.STATE_LOSS, Verdict.SAFE)
+    assert Verdict.mildest_first() == tuple(reversed(Verdict.worst_first()))

@@ -1,0 +1,56 @@
+"""What the three DAGs share, built once: the check settings of the trigger form and the notifiers.
+
+The `Param` enums come from `upgrade_gate.vocabulary`, the same lists the CLI's `choices` and the
+Spark jobs' flags use, so a form can never offer a hasher, matching mode or Flink version that the
+core refuses. The notifier list is the one place that says which Airflow Variables name the alert
+connections (docs/guide.md, "Airflow").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import Param
+
+from flink_gate.notifications import GateEmailNotifier, GateSlackWebhookNotifier, GateWebhookNotifier
+from flink_gate.notifications.base import GateNotifier
+from upgrade_gate.vocabulary import (
+    DEFAULT_FLINK_VERSION,
+    DEFAULT_HASHER,
+    DEFAULT_MATCHING,
+    FLINK_VERSIONS,
+    HASHERS,
+    MATCHING_MODES,
+)
+
+__all__ = ["check_params", "notifiers"]
+
+
+def check_params(*, section: str | None = None) -> dict[str, Param]:
+    """The settings every check takes: hasher, matching, allowNonRestoredState, Flink version, storage."""
+    extra: dict[str, Any] = {"section": section} if section else {}
+    return {
+        "hasher": Param(DEFAULT_HASHER, type="string", enum=list(HASHERS), title="Hasher",
+                        description="v2: Flink's StreamGraphHasherV2 (Flink 1.18–2.3 today). v3: FLIP-411's "
+                        "chaining-agnostic hasher, with V2 ids as fallbacks.", **extra),
+        "matching": Param(DEFAULT_MATCHING, type="string", enum=list(MATCHING_MODES), title="Alternative-ID matching",
+                          description="fixed: ordered alternative ids (FLIP-411 as intended). naive: today's loop, "
+                          "which shows the state loss the FLIP describes.", **extra),
+        "allow_non_restored_state": Param(False, type="boolean", title="allowNonRestoredState",
+                                          description="Let Flink start even if some state has no operator. The gate "
+                                          "then reports STATE_LOSS instead of RESTORE_FAILS; it still blocks.",
+                                          **extra),
+        "flink_version": Param(DEFAULT_FLINK_VERSION, type="string", enum=list(FLINK_VERSIONS),
+                               title="Flink version of the new job", **extra),
+        "aws_conn_id": Param("aws_default", type="string", title="Object storage connection", **extra),
+    }
+
+
+def notifiers() -> list[GateNotifier]:
+    """Webhook, Slack and e-mail, each enabled by its Airflow Variable / connection (unset: skipped)."""
+    return [
+        GateWebhookNotifier(http_conn_id="{{ var.value.get('upgrade_gate_webhook_conn_id', 'upgrade_gate_webhook') }}"),
+        GateSlackWebhookNotifier(slack_webhook_conn_id="{{ var.value.get('upgrade_gate_slack_conn_id', '') }}"),
+        GateEmailNotifier(to="{{ var.value.get('upgrade_gate_alert_email', '') }}",
+                          smtp_conn_id="{{ var.value.get('upgrade_gate_smtp_conn_id', 'smtp_default') }}"),
+    ]

@@ -1,0 +1,81 @@
+"""Every human table fits a 100-column terminal: ids stay whole, free text wraps, bytes read as KiB/MiB."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from upgrade_gate.cli.main import main
+from upgrade_gate.cli.text_table import human_bytes
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+RESTORES = sorted((FIXTURES / "restores").glob("*/*/outcome.json"))
+SAVEPOINTS = sorted(p.parent for p in (FIXTURES / "savepoints").glob("*/*/_metadata"))
+GRAPHS = sorted((FIXTURES / "restores" / "2.3.0").glob("*/graph-b.json"))[:12]
+HEX32 = re.compile(r"\b[0-9a-f]{32}\b")
+
+
+def _lines(capsys: pytest.CaptureFixture[str], argv: list[str]) -> list[str]:
+    main(argv)
+    return capsys.readouterr().out.splitlines()
+
+
+def _fits(lines: list[str], width: int = 100) -> None:
+    too_wide = [line for line in lines if len(line) > width]
+    assert not too_wide, too_wide[:3]
+
+
+@pytest.fixture(autouse=True)
+def _terminal_of_100_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+
+
+@pytest.mark.parametrize("outcome", RESTORES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_check_table_fits_and_names_the_receiving_operator(capsys: pytest.CaptureFixture[str], outcome: Path) -> None:
+    d = outcome.parent
+    sp = (d / json.loads(outcome.read_text())["savepoint"]["fixture"]).resolve()
+    lines = _lines(capsys, ["check", "--savepoint", str(sp), "--graph", str(d / "graph-b.json"),
+                            "--flink-version", ".".join(d.parent.name.split(".")[:2])])
+    _fits(lines)
+    assert lines[0].startswith("VERDICT: ")
+    text = "\n".join(lines)
+    assert "restores into" in text and "new node" not in text
+    main(["check", "--savepoint", str(sp), "--graph", str(d / "graph-b.json"), "--format", "json",
+          "--flink-version", ".".join(d.parent.name.split(".")[:2])])
+    doc = json.loads(capsys.readouterr().out)
+    assert {o["operator_id"] for o in doc["operators"]} <= set(HEX32.findall(text))  # ids are never cut
+
+
+@pytest.mark.parametrize("savepoint", SAVEPOINTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_inspect_table_fits_with_human_bytes(capsys: pytest.CaptureFixture[str], savepoint: Path) -> None:
+    lines = _lines(capsys, ["inspect", str(savepoint), "--format", "table"])
+    _fits(lines)
+    main(["inspect", str(savepoint), "--format", "json"])
+    ids = {o["operator_id"] for o in json.loads(capsys.readouterr().out)["operators"]}
+    assert ids <= set(HEX32.findall("\n".join(lines)))
+    assert lines[0].startswith("_metadata v")
+    assert not re.search(r"\b\d{4,} B\b", "\n".join(lines))  # 1024 bytes and more are shown in KiB and up
+
+
+@pytest.mark.parametrize("graph", GRAPHS, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("command", [["ids", "--hasher", "v2"], ["ids", "--hasher", "v3"], ["mapping"]])
+def test_ids_and_mapping_tables_fit(capsys: pytest.CaptureFixture[str], graph: Path, command: list[str]) -> None:
+    lines = _lines(capsys, [command[0], str(graph), *command[1:]])
+    _fits(lines)
+    main(["ids", str(graph), "--format", "json"])
+    ids = {n["generated_id"] for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert ids <= set(HEX32.findall("\n".join(lines)))
+
+
+def test_inspect_prints_json_when_piped(capsys: pytest.CaptureFixture[str]) -> None:
+    out = "\n".join(_lines(capsys, ["inspect", str(SAVEPOINTS[0])]))
+    assert out.lstrip().startswith("{") and '"operators"' in out
+
+
+@pytest.mark.parametrize(("n", "text"), [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (4866, "4.8 KiB"),
+                                          (5 * 2**20, "5.0 MiB"), (3 * 2**30 + 2**29, "3.5 GiB")])
+def test_human_bytes(n: int, text: str) -> None:
+    assert human_bytes(n) == text
