@@ -1,4 +1,6 @@
-"""`RoundRobinOperatorStateRepartitioner` in isolation, against what real Flink handed each subtask."""
+"""`RoundRobinOperatorStateRepartitioner` in isolation, against what real Flink handed each subtask.
+
+The rule's direct, mode-by-mode tests are in tests/flink/test_operator_state_repartitioner.py."""
 
 from __future__ import annotations
 

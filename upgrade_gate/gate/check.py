@@ -17,7 +17,7 @@ The one library entry point (the CLI, Spark jobs and Airflow DAGs call exactly t
   is traced to its writer and compared with its receiver (`upgrade_gate.gate.misrouting`); without it the
   savepoint's own operator names (metadata v5+) are used, and what cannot be verified is a warning.
 
-`CheckResult.to_json()` is the `check` contract of design §4.2 (stable field names):
+`CheckResult.to_json()` is the `check` contract of docs/design.md (stable field names):
 `verdict` (SAFE | STATE_LOSS | STATE_MISROUTED | RESTORE_FAILS), `restore_succeeds`, `flink_error` (Flink's own
 message, or null), `operators[]` ({operator_id, name, uid, matched_by: generated|alternative|none,
 new_node_id, new_node_name, new_operator_id, state_bytes, lost_bytes, state_names, rescale{old_parallelism,
@@ -50,7 +50,8 @@ from hashing.graph import StreamGraph
 from hashing.operator_ids import OperatorIds, compute_operator_ids
 from hashing.readers import LoadedGraph
 from hashing.versions import FlinkVersion
-from upgrade_gate.flink.assignment.state_assignment import MATCHING_MODES, OperatorRestore
+from upgrade_gate.flink.assignment.state_assignment import MATCHING_MODES
+from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
 from upgrade_gate.flink.metadata.model import CheckpointMetadata
 from upgrade_gate.flink.simulation import Simulation, simulate
 from upgrade_gate.gate import findings, misrouting

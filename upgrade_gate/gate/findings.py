@@ -22,7 +22,7 @@ from hashing.job_graph import OperatorIDPair
 from hashing.operator_ids import OperatorIds
 from upgrade_gate.flink.assignment.keyed_state import has_keyed_input
 from upgrade_gate.flink.assignment.load_validation import has_state
-from upgrade_gate.flink.assignment.state_assignment import OperatorRestore
+from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 from upgrade_gate.flink.simulation import Simulation
 from upgrade_gate.gate import misrouting

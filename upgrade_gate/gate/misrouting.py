@@ -28,15 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from hashing.errors import InputError
-from hashing.graph import Partitioner, StreamGraph, StreamNode
+from hashing.graph import StreamGraph, StreamNode
 from hashing.operator_ids import OperatorIds
-from hashing.readers import load_graph
-from hashing.readers.source import read_document
+from hashing.readers import LoadedGraph, load_graph
+from upgrade_gate.flink.assignment.keyed_state import has_keyed_input
 from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.assignment.state_assignment import Assignment
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
-
-_KEYED = (Partitioner.HASH, Partitioner.FORWARD_FOR_CONSECUTIVE_HASH)
 
 
 @dataclass(frozen=True)
@@ -49,19 +47,14 @@ class GraphSide:
     origin: str | None = None
 
 
-def load_side(source: StreamGraph | GraphSide | str | Path) -> GraphSide:
+def load_side(source: LoadedGraph | StreamGraph | GraphSide | str | Path) -> GraphSide:
+    """The graph with its descriptive fields, reading a path once (a `LoadedGraph` is not read again)."""
     if isinstance(source, GraphSide):
         return source
     if isinstance(source, StreamGraph):
         return GraphSide(source)
-    graph = load_graph(source).graph
-    extras: dict[int, dict[str, Any]] = {}
-    doc = read_document(source)
-    if isinstance(doc, dict) and isinstance(doc.get("nodes"), list):
-        for raw in doc["nodes"]:
-            if isinstance(raw, dict) and isinstance(raw.get("id"), int):
-                extras[raw["id"]] = {k: raw[k] for k in ("kind", "state", "key_type", "factory_class") if k in raw}
-    return GraphSide(graph, extras, str(source))
+    loaded = source if isinstance(source, LoadedGraph) else load_graph(source)
+    return GraphSide(loaded.graph, dict(loaded.extras), loaded.origin or None)
 
 
 def _state_names(value: Any) -> tuple[str, ...] | None:
@@ -87,7 +80,7 @@ def profile(side: GraphSide, nid: int) -> dict[str, Any]:
     ex = side.extras.get(nid, {})
     return {"name": n.name, "uid": n.uid, "factory": str(n.factory), "factory_class": ex.get("factory_class"),
             "kind": ex.get("kind"), "state": _state_names(ex.get("state")), "key_type": ex.get("key_type"),
-            "keyed_input": any(e.partitioner in _KEYED for e in g.in_edges[nid]),
+            "keyed_input": has_keyed_input(g, nid),
             "inputs": tuple(sorted(f"{g.by_id[e.source].name} ({e.partitioner})" for e in g.in_edges[nid])),
             "outputs": tuple(sorted(f"{g.by_id[e.target].name} ({e.partitioner})" for e in g.out_edges[nid]))}
 
@@ -250,7 +243,7 @@ def find(metadata: CheckpointMetadata, assignment: Assignment, new: GraphSide, o
     return found, warnings
 
 
-def old_graph_side(old_graph: StreamGraph | GraphSide | str | Path | None) -> GraphSide | None:
+def old_graph_side(old_graph: LoadedGraph | StreamGraph | GraphSide | str | Path | None) -> GraphSide | None:
     if old_graph is None:
         return None
     try:

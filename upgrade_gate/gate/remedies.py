@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from hashing.graph import Factory, Partitioner, StreamGraph, StreamNode
+from hashing.graph import Factory, StreamGraph, StreamNode
+from upgrade_gate.flink.assignment.keyed_state import has_keyed_input, has_keyed_state
 from upgrade_gate.flink.assignment.state_assignment import Assignment
 from upgrade_gate.flink.metadata.model import OperatorState
 from upgrade_gate.gate.misrouting import Misrouted
@@ -42,17 +43,8 @@ class Remedy:
                 "action": self.action, "matched_by": self.matched_by, "reason": self.reason}
 
 
-def has_keyed_input(graph: StreamGraph, node_id: int) -> bool:
-    return any(e.partitioner in (Partitioner.HASH, Partitioner.FORWARD_FOR_CONSECUTIVE_HASH)
-               for e in graph.in_edges[node_id])
-
-
-def _has_keyed(op: OperatorState) -> bool:
-    return any(s.managed_keyed_state or s.raw_keyed_state for s in op.subtask_states.values())
-
-
 def _fits(op: OperatorState, node: StreamNode, graph: StreamGraph) -> bool:
-    if _has_keyed(op) and not has_keyed_input(graph, node.id):
+    if has_keyed_state(op) and not has_keyed_input(graph, node.id):
         return False
     return op.coordinator_state is None or node.factory is Factory.SOURCE
 
@@ -68,7 +60,7 @@ def find_counterpart(op: OperatorState, free: list[StreamNode], graph: StreamGra
         if len(by_name) == 1:
             return by_name[0], "name", by_name
     kind = [n for n in free if _fits(op, n, graph)]
-    if op.subtask_states and not _has_keyed(op) and op.coordinator_state is None:
+    if op.subtask_states and not has_keyed_state(op) and op.coordinator_state is None:
         kind = [n for n in kind if n.factory is not Factory.SOURCE or n.uid is None]
     if len(kind) > 1:
         same_p = [n for n in kind if n.parallelism == op.parallelism]

@@ -1,25 +1,24 @@
-"""Unaligned-checkpoint channel state (`TaskStateAssignment`): only the chain's input operator (head,
-last in Flink's list) may hold input-channel state and only its output operator (tail, first) result-
-subpartition state; otherwise the topology changed so that a persisted exchange is now chained.
+"""Unaligned-checkpoint channel state (`StateAssignmentOperation.checkForUnsupportedToplogyChanges`).
+
+Only the vertex's input operator (`TaskStateAssignment.inputOperatorID`: the chain's head, last in
+Flink's list) may hold input-channel state, and only its output operator (`outputOperatorID`: the
+tail, first) result-subpartition state; otherwise the topology changed so that a persisted exchange
+is now chained, and Flink refuses the restore.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from upgrade_gate.flink.assignment.errors import RestoreFailure
+from upgrade_gate.flink.assignment.task_state_assignment import TaskStateAssignment
 
-if TYPE_CHECKING:
-    from upgrade_gate.flink.assignment.job import ExecutionJobVertex
-    from upgrade_gate.flink.assignment.state_assignment import OperatorRestore
+__all__ = ["check_channel_state"]
 
 
-def check_channel_state(vertex: ExecutionJobVertex, restores: list[OperatorRestore]) -> None:
-    if not restores:
-        return
-    output_op, input_op = restores[0], restores[-1]
+def check_channel_state(task: TaskStateAssignment) -> None:
+    """Raise Flink's `IllegalStateException` when an operator other than the expected one has channel state."""
+    input_op, output_op = task.input_operator, task.output_operator
     offending = []
-    for r in restores:
+    for r in task.operators:
         if r.old is None:
             continue
         subs = r.old.subtask_states.values()
@@ -31,9 +30,3 @@ def check_channel_state(vertex: ExecutionJobVertex, restores: list[OperatorResto
         raise RestoreFailure("Cannot recover from unaligned checkpoint when topology changes, such that data "
                              "exchanges with persisted data are now chained.\nThe following operators contain "
                              f"channel state: [{', '.join(offending)}]", stage="channel state")
-
-
-def channel_state_bytes(r: OperatorRestore) -> int:
-    if r.old is None:
-        return 0
-    return sum(s.channel_state_size for s in r.old.subtask_states.values())

@@ -1,10 +1,14 @@
-"""Restore failures with Flink's exact message texts (flink-internals.md §4, checked against real runs).
+"""Restore failures with Flink's exact message texts (`StateAssignmentOperation`, `Checkpoints`; checked
+against real runs).
 
 A `RestoreFailure` is not bad input: it is the verdict RESTORE_FAILS, and its `message` is what
 Flink prints (the innermost cause of the job's failure), so users can search for it.
 """
 
 from __future__ import annotations
+
+__all__ = ["RestoreFailure", "max_parallelism_changed", "max_parallelism_mismatch", "non_restored_state",
+           "parallelism_above_restored_max", "unreadable_version"]
 
 
 class RestoreFailure(Exception):

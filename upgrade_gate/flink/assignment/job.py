@@ -15,6 +15,8 @@ from hashing.job_graph import JobVertex, OperatorIDPair
 from hashing.keygroups import compute_default_max_parallelism
 from hashing.operator_ids import OperatorIds
 
+__all__ = ["JOB_VERTEX_MAX_PARALLELISM_DEFAULT", "ExecutionJobVertex", "execution_job_vertices"]
+
 JOB_VERTEX_MAX_PARALLELISM_DEFAULT = -1
 
 

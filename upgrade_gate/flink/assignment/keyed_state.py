@@ -4,14 +4,40 @@ Each new subtask owns `computeKeyGroupRangeForOperatorIndex(maxP, newP, i)`. Wit
 parallelism it gets old subtask i's handles as they are; otherwise every old handle that
 intersects its range contributes the intersection (key-groups handles are cut at the key-group
 offsets; incremental RocksDB/ForSt handles come whole and the backend clips them).
+
+Keyed state is only read by an operator with a keyed input (`has_keyed_input`), a property of the
+new job graph that the gate's misrouting and remedy rules use too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hashing.graph import Partitioner, StreamGraph
 from hashing.keygroups import key_group_ranges
 from upgrade_gate.flink.metadata.model import KeyGroupsStateHandle, OperatorState
+
+__all__ = ["KEYED_PARTITIONERS", "KeyedPiece", "has_keyed_input", "has_keyed_state", "key_group_partitions",
+           "reassign_keyed"]
+
+# The partitioners of a keyBy edge: `KeyGroupStreamPartitioner` (HASH) and, in batch mode, the
+# `ForwardForConsecutiveHashPartitioner` that replaces a keyBy between consecutive keyed operators.
+KEYED_PARTITIONERS = frozenset({Partitioner.HASH, Partitioner.FORWARD_FOR_CONSECUTIVE_HASH})
+
+
+def has_keyed_input(graph: StreamGraph, node_id: int) -> bool:
+    """Whether the new operator can read keyed state at all.
+
+    Flink gives an operator a keyed state backend only when its `StreamConfig` carries a state key
+    serializer, which the stream graph sets for operators fed by a `KeyedStream` (a keyBy edge).
+    Keyed state restored into any other operator is never read: the operator took the id by position.
+    """
+    return any(e.partitioner in KEYED_PARTITIONERS for e in graph.in_edges[node_id])
+
+
+def has_keyed_state(op: OperatorState) -> bool:
+    """Whether any subtask of the savepoint operator holds managed or raw keyed state handles."""
+    return any(st.managed_keyed_state or st.raw_keyed_state for st in op.subtask_states.values())
 
 
 @dataclass(frozen=True)
@@ -34,13 +60,15 @@ def _slice_bytes(h: object, first: int, last: int) -> int:
 
 
 def key_group_partitions(max_parallelism: int, parallelism: int) -> list[tuple[int, int]]:
+    """`StateAssignmentOperation.createKeyGroupPartitions`: subtask i owns
+    `KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex(maxP, p, i)`, inclusive."""
     return key_group_ranges(max_parallelism, parallelism)
 
 
 def reassign_keyed(op: OperatorState, partitions: list[tuple[int, int]]) -> list[list[KeyedPiece]]:
     """Per new subtask, the keyed pieces it reads; [] when the operator has no keyed state."""
     new_p = len(partitions)
-    if not any(st.managed_keyed_state or st.raw_keyed_state for st in op.subtask_states.values()):
+    if not has_keyed_state(op):
         return []  # no keyed state (most operators): nothing for any subtask
     out: list[list[KeyedPiece]] = []
     for i, (a, b) in enumerate(partitions):

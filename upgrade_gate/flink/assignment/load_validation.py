@@ -14,6 +14,8 @@ from upgrade_gate.flink.assignment import errors
 from upgrade_gate.flink.assignment.job import ExecutionJobVertex
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 
+__all__ = ["LoadResult", "has_state", "load_and_validate"]
+
 
 def has_state(op: OperatorState) -> bool:
     """Flink: coordinator state present, or any subtask state with `hasState()`."""

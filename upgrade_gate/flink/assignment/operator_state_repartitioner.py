@@ -15,6 +15,8 @@ from functools import lru_cache
 from hashing.java_hash import string_hash
 from upgrade_gate.flink.metadata.model import Mode, OperatorStreamStateHandle
 
+__all__ = ["NewSubtaskOperatorState", "Piece", "java_hashmap_order", "repartition_state"]
+
 
 @dataclass(frozen=True)
 class Piece:

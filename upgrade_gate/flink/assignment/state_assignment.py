@@ -1,4 +1,7 @@
-"""`StateAssignmentOperation.assignStates` + `TaskStateAssignment`: which state each new subtask gets.
+"""`StateAssignmentOperation.assignStates`: which state each new subtask gets.
+
+The per-vertex and per-operator records it fills (`TaskStateAssignment`, `OperatorRestore`) live in
+`task_state_assignment`, which the checkers (`channel_state`, `finished_state`) read too.
 
 Matching, per job vertex, over its `OperatorIDPair`s (tail first):
 
@@ -16,7 +19,7 @@ Coordinator state is looked up by the *generated* id only (`restoreStateToCoordi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hashing.graph import Factory, StreamGraph
 from hashing.job_graph import OperatorIDPair
@@ -24,36 +27,17 @@ from upgrade_gate.flink.assignment import errors
 from upgrade_gate.flink.assignment.channel_state import check_channel_state
 from upgrade_gate.flink.assignment.finished_state import validate_operators_finished_state
 from upgrade_gate.flink.assignment.job import ExecutionJobVertex
-from upgrade_gate.flink.assignment.keyed_state import KeyedPiece, key_group_partitions, reassign_keyed
+from upgrade_gate.flink.assignment.keyed_state import key_group_partitions, reassign_keyed
 from upgrade_gate.flink.assignment.load_validation import LoadResult
 from upgrade_gate.flink.assignment.operator_state_repartitioner import NewSubtaskOperatorState, repartition_state
+from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore, TaskStateAssignment
 from upgrade_gate.flink.metadata.model import OperatorState
 
+# OperatorRestore lives in task_state_assignment; it is re-exported here for the callers that take
+# it together with the matching (`upgrade_gate.gate.check`, `upgrade_gate.gate.findings`).
+__all__ = ["MATCHING_MODES", "Assignment", "OperatorRestore", "assign_states", "match_vertex"]
+
 MATCHING_MODES = ("fixed", "naive")
-
-
-@dataclass
-class OperatorRestore:
-    """What one operator of the new job gets back."""
-
-    pair: OperatorIDPair
-    vertex: ExecutionJobVertex
-    matched_by: str = "none"  # generated | alternative | none
-    matched_id: bytes | None = None
-    old: OperatorState | None = None
-    overwritten: OperatorState | None = None  # naive mode: found, then replaced by an empty state
-    max_parallelism: int = 0  # the vertex's, after adopting the savepoint's
-    key_groups: list[tuple[int, int]] = field(default_factory=list)
-    # per new subtask; [] when the old operator has none of that kind (nothing to hand out)
-    keyed: list[list[KeyedPiece]] = field(default_factory=list)
-    managed_operator: list[NewSubtaskOperatorState] = field(default_factory=list)
-    raw_operator: list[NewSubtaskOperatorState] = field(default_factory=list)
-    coordinator_restored: bool | None = None  # None: no coordinator state in the savepoint
-    finished_on_restore: bool = False
-
-    @property
-    def node_id(self) -> int:
-        return self.pair.node_id
 
 
 def _pairs_of(pair: OperatorIDPair, matching: str, hasher: str) -> list[tuple[bytes, tuple[bytes, ...]]]:
@@ -123,22 +107,19 @@ def assign_states(load: LoadResult, vertices: list[ExecutionJobVertex], graph: S
     validate_operators_finished_state(per_vertex, graph)
     operators: dict[int, OperatorRestore] = {}
     for vertex, restores in zip(vertices, per_vertex, strict=True):
-        old = [r.old for r in restores if r.old is not None]
-        has_non_finished = any(s.subtask_states and not s.fully_finished for s in old)
-        fully_finished = any(s.fully_finished for s in old)
-        if fully_finished and not all(s.fully_finished for s in old):
-            raise errors.RestoreFailure("JobVertex could not have mixed finished and unfinished operators",
-                                        stage="state assignment")
+        task = TaskStateAssignment(vertex, restores)
         for r in restores:
             operators[r.node_id] = r
-        if fully_finished:
+        if task.is_fully_finished:
             for r in restores:
                 r.finished_on_restore = True
             continue
-        if not has_non_finished:
+        if not task.has_non_finished_state:
             continue
-        check_channel_state(vertex, restores)
-        maxp = _check_parallelism_preconditions(vertex, old, vertex.max_parallelism)
+        # `assignAttemptState`'s order: parallelism preconditions first, the channel-state check
+        # (`reDistributeInputChannelStates` / `reDistributeResultSubpartitionStates`) after them
+        maxp = _check_parallelism_preconditions(vertex, task.old_states, vertex.max_parallelism)
+        check_channel_state(task)
         partitions = key_group_partitions(maxp, vertex.parallelism)
         for r in restores:
             r.max_parallelism = maxp
