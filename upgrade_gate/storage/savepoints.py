@@ -1,22 +1,41 @@
 """Where savepoints live (read-only): plain paths, `file://` URIs and `s3://bucket/prefix` (boto3).
 
-A savepoint can be named by its directory, by its `_metadata` file/object, or by a job prefix
-holding several snapshot directories: then the newest *complete* one (it has `_metadata`;
-newest by the modification time of that file, ties broken by the larger name) is chosen.
+A savepoint can be named by its directory, by its `_metadata` file/object, or by a prefix holding
+several snapshot directories of ONE job: then the newest *complete* one (it has `_metadata`;
+newest by the modification time of that file, ties broken by the larger name) is chosen. A prefix
+(or a bucket) whose complete snapshots belong to several jobs is refused as ambiguous rather than
+handing over another job's savepoint; see `one_job_or_refuse` for how the job is told apart.
 Everything here is read-only: only stat/list/get calls, never put, copy or delete, because a
-savepoint is the one thing an upgrade must never damage (design §9). Reads are bounded: a
-`_metadata` larger than `MAX_METADATA_BYTES` is refused before it is read.
+savepoint is the one thing an upgrade must never damage. Reads are bounded in size (a `_metadata`
+larger than `MAX_METADATA_BYTES` is refused before it is read) and on S3 in time (`Deadline`).
 """
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from upgrade_gate.flink.metadata import METADATA_FILE_NAME, CheckpointMetadata, parse_metadata
-from upgrade_gate.storage.s3 import StorageError, get_object, local_path, s3_client, s3_error, split_s3
+from upgrade_gate.storage.s3 import (
+    Deadline,
+    StorageError,
+    get_object,
+    local_path,
+    s3_client,
+    s3_error,
+    split_s3,
+)
 
 MAX_METADATA_BYTES = 512 * 1024 * 1024
+LOCAL_SEARCH_DEPTH = 3  # <root>/<job>/<snapshot>/_metadata; S3 listings see every depth anyway
+SHOWN_CANDIDATES = 5
+# Flink's savepoint directory: "savepoint-" + the first 6 hex digits of the JobID + "-" + 12 random hex
+# digits (org.apache.flink.runtime.state.filesystem.AbstractFsCheckpointStorageAccess#createSavepointDirectory).
+# Checkpoints live in "<checkpoint dir>/<JobID>/chk-<n>" (FsCheckpointStorageAccess), so their job is the parent.
+_SAVEPOINT_DIR = re.compile(r"savepoint-([0-9a-f]{6})-[0-9a-f]{12}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,20 +47,64 @@ class MetadataBlob:
     base_dir: str  # the snapshot directory; relative state handles resolve against it
 
 
+def one_job_or_refuse(name: str, snapshot_dirs: list[str], shown: list[str]) -> None:
+    """Refuse a prefix whose complete snapshots come from more than one job.
+
+    `snapshot_dirs` are relative to the prefix. Two snapshots are of different jobs when they sit in
+    different folders (one folder per job, or `<JobID>/chk-<n>`), or when their savepoint directory
+    names carry different JobID prefixes. Directories in one folder whose names are not Flink's
+    (`savepoint-old`, `chk-7`, hand-made copies) are taken as that folder's job. Picking the newest
+    across jobs would check one job's upgrade against another job's state, so the user must name the
+    directory. `shown` are the candidates to list, newest first."""
+    parents = {d.rsplit("/", 1)[0] if "/" in d else "" for d in snapshot_dirs}
+    job_ids = {m.group(1) for d in snapshot_dirs if (m := _SAVEPOINT_DIR.fullmatch(d.rsplit("/", 1)[-1]))}
+    if len(parents) <= 1 and len(job_ids) <= 1:
+        return
+    more = f" and {len(shown) - SHOWN_CANDIDATES} more" if len(shown) > SHOWN_CANDIDATES else ""
+    raise StorageError(f"{name}: ambiguous, it holds complete snapshots of several jobs "
+                       f"({', '.join(shown[:SHOWN_CANDIDATES])}{more}); name the savepoint directory "
+                       f"(or the job's own folder) to read")
+
+
 # ---- local files ------------------------------------------------------------------------
 def _newest(candidates: list[tuple[float, str, Any]]) -> Any:
     return max(candidates, key=lambda c: (c[0], c[1]))[2]
 
 
-def _read_local(name: str, max_bytes: int) -> MetadataBlob:
+def _local_candidates(root: Path) -> list[tuple[float, str, Path]]:
+    """Complete snapshot directories below `root` (a few levels; a snapshot's own files are not searched)."""
+    found: list[tuple[float, str, Path]] = []
+    stack = [(root, 1)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            meta = Path(entry.path) / METADATA_FILE_NAME
+            if meta.is_file():
+                found.append((meta.stat().st_mtime, entry.path, meta))
+            elif depth < LOCAL_SEARCH_DEPTH:
+                stack.append((Path(entry.path), depth + 1))
+    return found
+
+
+def _read_local(name: str, max_bytes: int, job_folder: bool) -> MetadataBlob:
     path = local_path(name)
     if path.is_dir():
         meta = path / METADATA_FILE_NAME
         if not meta.is_file():
-            found = [(m.stat().st_mtime, str(m.parent), m) for m in path.glob(f"*/{METADATA_FILE_NAME}") if m.is_file()]
+            found = _local_candidates(path)
             if not found:
                 raise StorageError(f"{name}: no {METADATA_FILE_NAME} in this directory or in any directory below it "
                                    f"(not a savepoint, or no complete savepoint yet)")
+            if not job_folder:
+                ordered = sorted(found, key=lambda c: (c[0], c[1]), reverse=True)
+                one_job_or_refuse(name, [os.path.relpath(c[1], path).replace(os.sep, "/") for c in found],
+                                  [c[1] for c in ordered])
             meta = _newest(found)
     elif path.is_file():
         meta = path
@@ -61,68 +124,91 @@ def _read_local(name: str, max_bytes: int) -> MetadataBlob:
 
 
 # ---- S3 ---------------------------------------------------------------------------------
-def _exists(client: Any, bucket: str, key: str) -> bool:
+def _exists(client: Any, bucket: str, key: str, deadline: Deadline) -> bool:
     from botocore.exceptions import ClientError
 
+    deadline.check(f"s3://{bucket}/{key}")
     try:
         client.head_object(Bucket=bucket, Key=key)
         return True
     except ClientError as exc:
         if str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
             return False
-        raise s3_error(f"s3://{bucket}/{key}", exc) from None
+        raise s3_error(f"s3://{bucket}/{key}", exc, deadline) from None
     except Exception as exc:
-        raise s3_error(f"s3://{bucket}/{key}", exc) from None
+        raise s3_error(f"s3://{bucket}/{key}", exc, deadline) from None
 
 
-def newest_metadata_key(client: Any, bucket: str, prefix: str) -> str | None:
-    """The `_metadata` key of the newest complete snapshot under `prefix` (all pages are read)."""
-    best: tuple[Any, str] | None = None
+def metadata_candidates(client: Any, bucket: str, prefix: str,
+                        deadline: Deadline | None = None) -> list[tuple[Any, str]]:
+    """(LastModified, key) of every `_metadata` object under `prefix` (all pages are read)."""
+    deadline = deadline or Deadline()
+    uri = f"s3://{bucket}/{prefix}"
+    found: list[tuple[Any, str]] = []
     try:
         paginator = client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+            deadline.check(uri)
             for obj in page.get("Contents", ()):
                 key = obj["Key"]
                 if key.rsplit("/", 1)[-1] == METADATA_FILE_NAME:
-                    cand = (obj["LastModified"], key)
-                    if best is None or cand > best:
-                        best = cand
+                    found.append((obj["LastModified"], key))
+    except StorageError:
+        raise
     except Exception as exc:
-        raise s3_error(f"s3://{bucket}/{prefix}", exc) from None
-    return best[1] if best else None
+        raise s3_error(uri, exc, deadline) from None
+    return found
 
 
-def _read_s3(uri: str, max_bytes: int, client: Any | None) -> MetadataBlob:
+def newest_metadata_key(client: Any, bucket: str, prefix: str, deadline: Deadline | None = None) -> str | None:
+    """The `_metadata` key of the newest complete snapshot under `prefix`, whatever job it belongs to."""
+    found = metadata_candidates(client, bucket, prefix, deadline)
+    return max(found)[1] if found else None
+
+
+def _read_s3(uri: str, max_bytes: int, client: Any | None, job_folder: bool) -> MetadataBlob:
     bucket, key = split_s3(uri)
+    deadline = Deadline()
     client = client or s3_client()
     if key.rsplit("/", 1)[-1] == METADATA_FILE_NAME:
         meta_key = key
     else:
         prefix = key.rstrip("/")
         direct = f"{prefix}/{METADATA_FILE_NAME}" if prefix else METADATA_FILE_NAME
-        if _exists(client, bucket, direct):
+        if _exists(client, bucket, direct, deadline):
             meta_key = direct
         else:
-            found = newest_metadata_key(client, bucket, f"{prefix}/" if prefix else "")
-            if found is None:
+            below = f"{prefix}/" if prefix else ""
+            found = metadata_candidates(client, bucket, below, deadline)
+            if not found:
                 raise StorageError(f"{uri}: no complete savepoint ({METADATA_FILE_NAME}) under this prefix")
-            meta_key = found
-    data = get_object(client, bucket, meta_key, max_bytes)
+            if not job_folder:
+                dirs = [k[len(below):].rsplit("/", 1)[0] for _, k in found]
+                shown = [f"s3://{bucket}/{k.rsplit('/', 1)[0]}" for _, k in sorted(found, reverse=True)]
+                one_job_or_refuse(uri, dirs, shown)
+            meta_key = max(found)[1]
+    data = get_object(client, bucket, meta_key, max_bytes, deadline=deadline)
     base = meta_key.rsplit("/", 1)[0] if "/" in meta_key else ""
     return MetadataBlob(data, f"s3://{bucket}/{meta_key}", f"s3://{bucket}/{base}".rstrip("/"))
 
 
 # ---- entry points -----------------------------------------------------------------------
-def read_metadata_blob(name: str, *, max_bytes: int = MAX_METADATA_BYTES, client: Any | None = None) -> MetadataBlob:
-    """Find and read the `_metadata` a user named (path, file:// or s3:// URI)."""
+def read_metadata_blob(name: str, *, max_bytes: int = MAX_METADATA_BYTES, client: Any | None = None,
+                       job_folder: bool = False) -> MetadataBlob:
+    """Find and read the `_metadata` a user named (path, file:// or s3:// URI).
+
+    `job_folder=True` is for callers that know `name` is one job's own folder (the gate's
+    `<savepoint root>/<job>/`, the fleet scan's one prefix per job): every upgrade starts the job
+    under a new JobID, so its savepoints there carry several JobID prefixes and are still one job."""
     if name.startswith("s3://") or name.startswith("s3a://"):
-        return _read_s3("s3://" + name.split("://", 1)[1], max_bytes, client)
+        return _read_s3("s3://" + name.split("://", 1)[1], max_bytes, client, job_folder)
     if "://" in name and not name.startswith("file:"):
         raise StorageError(f"{name}: unsupported scheme (use a path, file:// or s3://)")
-    return _read_local(name, max_bytes)
+    return _read_local(name, max_bytes, job_folder)
 
 
-def load_savepoint(name: str, *, max_bytes: int = MAX_METADATA_BYTES, client: Any | None = None) -> CheckpointMetadata:
+def load_savepoint(name: str, *, max_bytes: int = MAX_METADATA_BYTES, client: Any | None = None,
+                   job_folder: bool = False) -> CheckpointMetadata:
     """Read and parse a savepoint's metadata; relative handles resolve against its directory."""
-    blob = read_metadata_blob(name, max_bytes=max_bytes, client=client)
+    blob = read_metadata_blob(name, max_bytes=max_bytes, client=client, job_folder=job_folder)
     return parse_metadata(blob.data, blob.source, blob.base_dir)

@@ -36,23 +36,29 @@ class SavepointStorageHook(BaseHook):
 
     @cached_property
     def s3_client(self) -> Any:
-        """A boto3 S3 client from the AWS connection (endpoint, region, keys, retries)."""
+        """A boto3 S3 client from the AWS connection (endpoint, region, keys, retries).
+
+        The core's timeouts and retries (`UPGRADE_GATE_S3_TIMEOUT`) are merged over the connection's own
+        botocore config, so a server that never answers fails a task in the same bounded time as the CLI."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        return S3Hook(aws_conn_id=self.aws_conn_id).get_conn()
+        from upgrade_gate.storage.s3 import client_config
+
+        own = S3Hook(aws_conn_id=self.aws_conn_id).config
+        return S3Hook(aws_conn_id=self.aws_conn_id, config=own.merge(client_config())).get_conn()
 
     @staticmethod
     def is_s3(uri: str) -> bool:
         return is_s3(uri)
 
-    def read_metadata(self, uri: str) -> MetadataBlob:
+    def read_metadata(self, uri: str, *, job_folder: bool = False) -> MetadataBlob:
         """The `_metadata` named by `uri` (a snapshot directory, the file itself, or a job prefix:
-        then the newest complete savepoint under it)."""
-        return read_metadata_blob(uri, client=self.s3_client if self.is_s3(uri) else None)
+        then the newest complete savepoint under it; `job_folder`: see `read_metadata_blob`)."""
+        return read_metadata_blob(uri, client=self.s3_client if self.is_s3(uri) else None, job_folder=job_folder)
 
-    def load_savepoint(self, uri: str) -> tuple[CheckpointMetadata, str]:
+    def load_savepoint(self, uri: str, *, job_folder: bool = False) -> tuple[CheckpointMetadata, str]:
         """The parsed savepoint and the exact `_metadata` it was read from (for reports and retries)."""
-        blob = self.read_metadata(uri)
+        blob = self.read_metadata(uri, job_folder=job_folder)
         return parse_metadata(blob.data, blob.source, blob.base_dir), blob.source
 
     def read_bytes(self, uri: str, max_bytes: int = MAX_GRAPH_BYTES) -> bytes:

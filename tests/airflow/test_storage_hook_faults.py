@@ -1,0 +1,46 @@
+"""The Airflow storage hook obeys the same S3 time budget as the CLI (`UPGRADE_GATE_S3_TIMEOUT`).
+
+Its boto3 client comes from the amazon provider's S3Hook and the AWS connection; a server that accepts
+connections but never answers (FaultProxy's blackhole) must fail the task in bounded time with the
+core's one-line error, while the connection's own botocore settings (path-style addressing) survive.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.fault_proxy import FaultProxy
+from upgrade_gate.storage.s3 import StorageError
+
+CONN_ID = "gate_faulty_s3"
+
+
+@pytest.fixture
+def blackholed(monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+    # Upstream port 1: nothing listens there, and a blackhole never connects upstream anyway.
+    with FaultProxy("127.0.0.1", 1) as proxy:
+        proxy.add_rule("", "blackhole", times=-1)
+        extra = {"endpoint_url": proxy.url, "region_name": "us-east-1",
+                 "config_kwargs": {"s3": {"addressing_style": "path"}}}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", json.dumps(
+            {"conn_type": "aws", "login": "gate-access", "password": "gate-secret-value", "extra": extra}))
+        monkeypatch.setenv("UPGRADE_GATE_S3_TIMEOUT", "3")
+        yield proxy
+
+
+def test_hook_never_waits_longer_than_the_budget(blackholed: FaultProxy) -> None:
+    from flink_gate.hooks.storage import SavepointStorageHook
+
+    hook = SavepointStorageHook(CONN_ID)
+    assert hook.s3_client.meta.config.s3 == {"addressing_style": "path"}  # the connection's own setting kept
+    start = time.monotonic()
+    with pytest.raises(StorageError) as info:
+        hook.load_savepoint("s3://bucket/job/savepoint-abcdef-0123456789ab")
+    elapsed = time.monotonic() - start
+    assert elapsed < 3.5, elapsed
+    assert "s3://bucket/job/savepoint-abcdef-0123456789ab/_metadata: timed out after" in str(info.value)
+    assert blackholed.log and all(action == "blackhole" for _, _, action in blackholed.log)
