@@ -19,3 +19,26 @@ class FlinkError(InputError):
     def __init__(self, message: str, java_class: str = "java.lang.IllegalArgumentException") -> None:
         super().__init__(message)
         self.java_class = java_class
+
+
+def describe(value: object, limit: int = 60) -> str:
+    """`value` for an error message: one short line that never raises and never recurses.
+
+    Error messages quote what the user wrote, but a hostile file can hold a 10 MB string, an
+    integer with a million digits (whose `repr` raises ValueError) or a list nested a thousand
+    levels deep (whose `repr` overflows the stack): those are summarised instead of printed."""
+    if value is None or isinstance(value, (bool, float)):
+        return repr(value)
+    if isinstance(value, int):
+        if value.bit_length() > 128:
+            return f"an integer of about {value.bit_length() * 30103 // 100000 + 1} digits"
+        return repr(value)
+    if isinstance(value, str):
+        if len(value) > limit:
+            return f"{value[:limit]!r}... ({len(value)} characters)"
+        return repr(value)
+    if isinstance(value, list):
+        return f"a list of {len(value)} item(s)"
+    if isinstance(value, dict):
+        return f"an object with {len(value)} field(s)"
+    return f"a value of type {type(value).__name__}"

@@ -11,6 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+# StreamNode ids, parallelisms and type numbers are Java `int`s in Flink: a value outside this range
+# cannot come from a real job, and would not survive Flink's own serialisation.
+JAVA_INT_MIN, JAVA_INT_MAX = -(2**31), 2**31 - 1
+
 
 class ChainingStrategy(StrEnum):
     ALWAYS = "ALWAYS"
@@ -108,3 +112,4 @@ class StreamGraph:
     def effective_max_parallelism(self, node: StreamNode) -> int | None:
         """The node's own max parallelism, else the job-wide default; None when Flink derives it."""
         return node.max_parallelism if node.max_parallelism is not None else self.max_parallelism
+

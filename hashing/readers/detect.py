@@ -12,12 +12,30 @@ from hashing.readers.plan import is_execution_plan, parse_execution_plan
 from hashing.readers.source import read_document
 from hashing.readers.spec import parse_spec
 
+# Spec node fields the hasher ignores but people and the misrouting check read: they tell two
+# same-shaped operators apart (docs/graph-spec.md).
+DESCRIPTIVE_FIELDS = ("kind", "state", "key_type", "factory_class")
+
 
 @dataclass(frozen=True)
 class LoadedGraph:
+    """A graph as read from one document, with everything any caller needs, so it is read once."""
+
     graph: StreamGraph
     kind: str  # "spec" | "execution-plan"
     assumptions: list[str] = field(default_factory=list)
+    origin: str = ""
+    extras: dict[int, dict[str, Any]] = field(default_factory=dict)  # node id -> DESCRIPTIVE_FIELDS present
+
+
+def _extras(doc: Any) -> dict[int, dict[str, Any]]:
+    extras: dict[int, dict[str, Any]] = {}
+    for raw in doc.get("nodes") or ():
+        if isinstance(raw, dict) and type(raw.get("id")) is int:
+            found = {k: raw[k] for k in DESCRIPTIVE_FIELDS if k in raw}
+            if found:
+                extras[raw["id"]] = found
+    return extras
 
 
 def parse_graph(doc: Any, origin: str) -> LoadedGraph:
@@ -26,8 +44,9 @@ def parse_graph(doc: Any, origin: str) -> LoadedGraph:
                          "Flink first: upgrade-gate export --compiled-plan " + origin)
     if is_execution_plan(doc):
         graph, assumptions = parse_execution_plan(doc, origin)
-        return LoadedGraph(graph, "execution-plan", assumptions)
-    return LoadedGraph(parse_spec(doc, origin), "spec")
+        return LoadedGraph(graph, "execution-plan", assumptions, origin)
+    graph = parse_spec(doc, origin)
+    return LoadedGraph(graph, "spec", [], origin, _extras(doc))
 
 
 def load_graph(path: str | Path) -> LoadedGraph:

@@ -10,8 +10,18 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, TypeVar
 
-from hashing.errors import InputError
-from hashing.graph import ChainingStrategy, ExchangeMode, Factory, Partitioner, StreamEdge, StreamGraph, StreamNode
+from hashing.errors import InputError, describe
+from hashing.graph import (
+    JAVA_INT_MAX,
+    JAVA_INT_MIN,
+    ChainingStrategy,
+    ExchangeMode,
+    Factory,
+    Partitioner,
+    StreamEdge,
+    StreamGraph,
+    StreamNode,
+)
 from hashing.hashers import validate_uid_hash
 
 UPPER_BOUND_MAX_PARALLELISM = 32768
@@ -47,11 +57,13 @@ def _node_where(origin: str, nid: int | None) -> str:
 
 
 def _raw_node_where(origin: str, raw: dict, index: int) -> str:
-    return f"{origin}: node {raw.get('id', f'#{index}')!r}"
+    nid = raw.get("id")
+    named = type(nid) is str or (type(nid) is int and nid.bit_length() <= 64)
+    return f"{origin}: node {describe(nid)}" if named else f"{origin}: node #{index}"
 
 
 def _edge_where(origin: str, index: int, raw: dict) -> str:
-    return f"{origin}: edge #{index} ({raw.get('source')!r} -> {raw.get('target')!r})"
+    return f"{origin}: edge #{index} ({describe(raw.get('source'))} -> {describe(raw.get('target'))})"
 
 
 _ENUM_MEMBERS: dict[tuple[type, Any], Enum] = {}  # (kind, value as written) -> member, filled on first use
@@ -64,10 +76,12 @@ def _enum(kind: type[E], value: Any, default: E, where: Any, field: str) -> E:
     if member is not None:
         return member  # type: ignore[return-value]
     try:
-        member = kind(str(value).upper() if kind is not Factory else str(value).lower())
+        if not isinstance(value, str):
+            raise ValueError(value)
+        member = kind(value.upper() if kind is not Factory else value.lower())
     except ValueError:
         allowed = ", ".join(m.value for m in kind)  # type: ignore[attr-defined]
-        raise InputError(f"{where}: {field} {value!r} is not one of {allowed}") from None
+        raise InputError(f"{where}: {field} {describe(value)} is not one of {allowed}") from None
     if isinstance(value, str) and len(_ENUM_MEMBERS) < 4096:
         _ENUM_MEMBERS[(kind, value)] = member
     return member
@@ -78,17 +92,23 @@ def _int(value: Any, where: Any, field: str, *, lo: int | None = None, hi: int |
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"{where}: {field} must be an integer, got {value!r}")
+        raise InputError(f"{where}: {field} must be an integer, got {describe(value)}")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise InputError(f"{where}: {field} {value} is out of range [{lo}, {hi}]")
+        raise InputError(f"{where}: {field} {describe(value)} is out of range [{lo}, {hi}]")
     return value
+
+
+def _names(keys: set[Any]) -> str:
+    """Unknown field names for a message: plain when they are short words, else quoted and shortened."""
+    shown = sorted(k if isinstance(k, str) and k.isidentifier() and len(k) <= 60 else describe(k) for k in keys)
+    return ", ".join(shown[:10]) + (f" and {len(shown) - 10} more" if len(shown) > 10 else "")
 
 
 def _str(value: Any, where: Any, field: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise InputError(f"{where}: {field} must be a string, got {value!r}")
+        raise InputError(f"{where}: {field} must be a string, got {describe(value)}")
     return value
 
 
@@ -111,7 +131,7 @@ def _plain_node(raw: dict) -> StreamNode | None:
     nid, name, p, maxp = get("id"), get("name"), get("parallelism", 1), get("max_parallelism")
     uid, group = get("uid"), get("slot_sharing_group", "default")
     strategy, factory = get("chaining_strategy"), get("factory")
-    if (type(nid) is not int or type(name) is not str or type(p) is not int
+    if (type(nid) is not int or not JAVA_INT_MIN <= nid <= JAVA_INT_MAX or type(name) is not str or type(p) is not int
             or not 1 <= p <= UPPER_BOUND_MAX_PARALLELISM or get("uid_hash") is not None
             or (maxp is not None and (type(maxp) is not int or not 1 <= maxp <= UPPER_BOUND_MAX_PARALLELISM))
             or (uid is not None and type(uid) is not str) or (group is not None and type(group) is not str)):
@@ -132,7 +152,7 @@ def _plain_edge(raw: dict, ids: set[int]) -> StreamEdge | None:
     src, dst, type_number = get("source"), get("target"), get("type_number", 0)
     partitioner, mode = get("partitioner"), get("exchange_mode")
     if (type(src) is not int or type(dst) is not int or src == dst or src not in ids or dst not in ids
-            or type(type_number) is not int or type_number < 0):
+            or type(type_number) is not int or not 0 <= type_number <= JAVA_INT_MAX):
         return None
     partitioner = _plain_enum(Partitioner, partitioner, Partitioner.FORWARD)
     mode = _plain_enum(ExchangeMode, mode, ExchangeMode.UNDEFINED)
@@ -147,13 +167,15 @@ def _node(raw: Any, index: int, origin: str) -> StreamNode:
         return plain
     if not isinstance(raw, dict):
         raise InputError(f"{origin}: nodes[{index}] must be an object, got {type(raw).__name__}")
-    nid = _int(raw.get("id"), _Where(_raw_node_where, origin, raw, index), "id")
+    nid = _int(raw.get("id"), _Where(_raw_node_where, origin, raw, index), "id", lo=JAVA_INT_MIN, hi=JAVA_INT_MAX)
     where = _Where(_node_where, origin, nid)
     unknown = set(raw) - _NODE_KEYS
     if unknown:
-        raise InputError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        raise InputError(f"{where}: unknown field(s) {_names(unknown)}")
     uid_hash = _str(raw.get("uid_hash"), where, "uid_hash")
     if uid_hash is not None:
+        if len(uid_hash) > 64 or not uid_hash.isprintable():  # Flink's message quotes it: keep it one short line
+            raise InputError(f"{where}: uid_hash must be 32 hex characters, got {describe(uid_hash)}")
         try:
             validate_uid_hash(uid_hash)
         except InputError as exc:
@@ -183,9 +205,9 @@ def _edge(raw: Any, index: int, origin: str, ids: set[int]) -> StreamEdge:
     where = _Where(_edge_where, origin, index, raw)
     unknown = set(raw) - _EDGE_KEYS
     if unknown:
-        raise InputError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
-    src = _int(raw.get("source"), where, "source")
-    dst = _int(raw.get("target"), where, "target")
+        raise InputError(f"{where}: unknown field(s) {_names(unknown)}")
+    src = _int(raw.get("source"), where, "source", lo=JAVA_INT_MIN, hi=JAVA_INT_MAX)
+    dst = _int(raw.get("target"), where, "target", lo=JAVA_INT_MIN, hi=JAVA_INT_MAX)
     for field, value in (("source", src), ("target", dst)):
         if value not in ids:
             raise InputError(f"{where}: {field} {value} is not the id of any node")
@@ -196,11 +218,11 @@ def _edge(raw: Any, index: int, origin: str, ids: set[int]) -> StreamEdge:
         source=src, target=dst,
         partitioner=_enum(Partitioner, raw.get("partitioner"), Partitioner.FORWARD, where, "partitioner"),
         exchange_mode=_enum(ExchangeMode, raw.get("exchange_mode"), ExchangeMode.UNDEFINED, where, "exchange_mode"),
-        type_number=_int(raw.get("type_number", 0), where, "type_number", lo=0) or 0,
+        type_number=_int(raw.get("type_number", 0), where, "type_number", lo=0, hi=JAVA_INT_MAX) or 0,
     )
 
 
-def _find_cycle(nodes: list[StreamNode], edges: list[StreamEdge]) -> list[int] | None:
+def find_cycle(nodes: list[StreamNode], edges: list[StreamEdge]) -> list[int] | None:
     """Kahn's algorithm; on failure walk the remaining nodes to name one concrete cycle."""
     indegree = {n.id: 0 for n in nodes}
     outs: dict[int, list[int]] = {n.id: [] for n in nodes}
@@ -262,19 +284,19 @@ def parse_spec(doc: Any, origin: str) -> StreamGraph:
             raise InputError(f"{origin}: node {n.id}: duplicate node id")
         ids.add(n.id)
     edges = [_edge(r, i, origin, ids) for i, r in enumerate(raw_edges)]
-    cycle = _find_cycle(nodes, edges)
+    cycle = find_cycle(nodes, edges)
     if cycle:
         raise InputError(f"{origin}: the graph has a cycle: {' -> '.join(map(str, cycle))}")
     chaining = doc.get("chaining_enabled", True)
     if not isinstance(chaining, bool):
-        raise InputError(f"{origin}: chaining_enabled must be true or false, got {chaining!r}")
+        raise InputError(f"{origin}: chaining_enabled must be true or false, got {describe(chaining)}")
     diff_maxp = doc.get("chain_operators_with_different_max_parallelism", True)
     if not isinstance(diff_maxp, bool):
         raise InputError(f"{origin}: chain_operators_with_different_max_parallelism must be true or false")
     max_p = _int(doc.get("max_parallelism"), origin, "max_parallelism", lo=1, hi=UPPER_BOUND_MAX_PARALLELISM,
                  optional=True)
-    name = doc.get("name") or origin
-    return StreamGraph.of(str(name), nodes, edges, chaining_enabled=chaining, max_parallelism=max_p,
+    name = _str(doc.get("name"), origin, "name") or origin
+    return StreamGraph.of(name, nodes, edges, chaining_enabled=chaining, max_parallelism=max_p,
                           chain_operators_with_different_max_parallelism=diff_maxp)
 
 

@@ -16,10 +16,9 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from hashing.readers.source import MAX_GRAPH_BYTES
 from upgrade_gate.flink.metadata import CheckpointMetadata, parse_metadata
 from upgrade_gate.storage import MetadataBlob, is_s3, read_metadata_blob, read_object, write_object
-
-MAX_GRAPH_BYTES = 64 * 1024 * 1024
 
 
 class SavepointStorageHook(BaseHook):

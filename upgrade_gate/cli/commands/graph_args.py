@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from hashing.errors import FlinkError
 from hashing.readers import LoadedGraph, load_graph
 
 
@@ -23,3 +26,14 @@ def load_with_notes(path: str) -> LoadedGraph:
         for a in loaded.assumptions:
             print(f"  - {a}", file=sys.stderr)
     return loaded
+
+
+@contextmanager
+def graph_named(origin: str) -> Iterator[None]:
+    """A rule Flink itself would refuse the graph by (a uid hash collision, an empty uid) names the file."""
+    try:
+        yield
+    except FlinkError as exc:
+        if str(exc).startswith(origin):
+            raise
+        raise FlinkError(f"{origin}: Flink would refuse this job graph: {exc}") from None

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from hashing.operator_ids import compute_operator_ids
-from upgrade_gate.cli.commands.graph_args import add_graph_arguments, load_with_notes
+from upgrade_gate.cli.commands.graph_args import add_graph_arguments, graph_named, load_with_notes
 from upgrade_gate.cli.text_table import render
 from upgrade_gate.vocabulary import DEFAULT_HASHER, HASHERS
 
@@ -21,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_with_notes(args.graph)
-    ids = compute_operator_ids(loaded.graph, args.hasher, args.flink_version)
+    with graph_named(args.graph):
+        ids = compute_operator_ids(loaded.graph, args.hasher, args.flink_version)
     if args.format == "json":
         print(json.dumps(ids.to_json(), indent=2))
         return 0

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 
 from hashing.migration import v2_to_v3
-from upgrade_gate.cli.commands.graph_args import add_graph_arguments, load_with_notes
+from upgrade_gate.cli.commands.graph_args import add_graph_arguments, graph_named, load_with_notes
 from upgrade_gate.cli.text_table import render
 
 NAME = "mapping"
@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_with_notes(args.graph)
-    rows = v2_to_v3(loaded.graph, args.flink_version)
+    with graph_named(args.graph):
+        rows = v2_to_v3(loaded.graph, args.flink_version)
     if args.format == "json":
         print(json.dumps({"graph": loaded.graph.name,
                           "operators": [asdict(r) | {"changed": r.changed} for r in rows]}, indent=2))
