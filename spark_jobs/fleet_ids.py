@@ -1,6 +1,6 @@
 """fleet_ids: V2 and V3 operator ids of every node of every job in a catalogue of graph specs.
 
-Input: a folder or `s3://` prefix holding job graph specs (design §4.1; JSON or YAML, any depth;
+Input: a folder or `s3://` prefix holding job graph specs (docs/graph-spec.md; JSON or YAML, any depth;
 Flink execution plans are accepted too). A job is named by its file's path below the root,
 without the extension. Output: a Parquet table with one row per stream node (`SCHEMA`): the V2
 id Flink assigns today, the V3 id FLIP-411 would assign, both lists of alternative ids, the job
@@ -59,15 +59,10 @@ def catalogue(spark: SparkSession, source: str, partitions: int | None = None) -
 
 def load_spec(path: str, client: Any | None = None) -> Any:
     """Read and parse one graph document (JSON or YAML) from a path or `s3://` URI."""
-    from hashing.errors import InputError
-    from hashing.readers.source import parse_text
+    from hashing.readers.source import MAX_GRAPH_BYTES, parse_bytes
 
-    data = common.read_bytes(path, client)  # StorageError (an InputError) names the file
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); expected a JSON or YAML graph") from None
-    return parse_text(text, path, yaml_first=path.lower().endswith((".yaml", ".yml")))
+    data = common.read_bytes(path, client, MAX_GRAPH_BYTES)  # StorageError (an InputError) names the file
+    return parse_bytes(data, path, yaml_first=path.lower().endswith((".yaml", ".yml")))
 
 
 def node_rows(job: str, spec_path: str, doc: Any, flink_version: str | None) -> list[dict[str, Any]]:

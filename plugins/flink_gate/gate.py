@@ -11,22 +11,29 @@ from pathlib import Path
 from typing import Any
 
 from hashing.operator_ids import compute_operator_ids
-from hashing.readers import load_graph
 from upgrade_gate.cli import report_html
 from upgrade_gate.gate.check import check_upgrade
+from upgrade_gate.storage import discovery
+from upgrade_gate.storage.objects import read_graph
 
 LATEST = "latest"
 
 
-def savepoint_location(savepoint: str, job: str, savepoint_root: str) -> str:
-    """The URI to read: the one given, or for "latest" the job's prefix under the savepoint root
-    (the core then picks the newest complete savepoint below it)."""
+def savepoint_location(savepoint: str, job: str, savepoint_root: str, client: Any | None = None) -> str:
+    """The URI to read: the one given; for "latest" the job's prefix under the savepoint root (the core
+    then picks the newest complete savepoint below it); for "latest?job-id=<JobID>" the newest snapshot of
+    that Flink job in a flat root (Flink's default state.savepoints.dir / state.checkpoints.dir layout);
+    a discovery form (latest:DIR?job-id=..., flink-rest://HOST:PORT/JOB, k8s:FILE.yaml) is resolved to
+    its snapshot directory here, listing S3 with `client` (the task's connection) when given."""
     savepoint = (savepoint or "").strip()
-    if savepoint and savepoint.lower() != LATEST:
-        return savepoint
+    head, _, query = savepoint.partition("?")
+    if savepoint and head.lower() != LATEST:
+        return discovery.resolve(savepoint, client=client).location if discovery.is_discovery(savepoint) else savepoint
     if not savepoint_root:
         raise ValueError("savepoint is 'latest' but no savepoint root is configured "
                          "(param savepoint_root or the Airflow Variable upgrade_gate_savepoint_root)")
+    if query:  # a flat root: every job's savepoints side by side, told apart by JobID
+        return discovery.resolve(f"{discovery.LATEST}{savepoint_root.rstrip('/')}/?{query}", client=client).location
     return f"{savepoint_root.rstrip('/')}/{job}/"
 
 
@@ -45,7 +52,7 @@ def savepoint_summary(metadata: Any, source: str) -> dict[str, Any]:
 def run_check(metadata: Any, graph_path: str, *, hasher: str, matching: str, allow_non_restored_state: bool,
               flink_version: str | None) -> Any:
     """Simulate the restore with the core and return its `CheckResult` (the same call the CLI makes)."""
-    return check_upgrade(metadata, load_graph(graph_path), hasher=hasher, matching=matching,
+    return check_upgrade(metadata, read_graph(graph_path), hasher=hasher, matching=matching,
                          allow_non_restored_state=allow_non_restored_state, flink_version=flink_version or None)
 
 
@@ -56,7 +63,7 @@ def render_html(result: Any) -> str:
 
 def graph_node_ids(graph_path: str, hasher: str, flink_version: str | None) -> dict[str, Any]:
     """Operator IDs of the new graph straight from the core (what the Spark job must agree with)."""
-    return compute_operator_ids(load_graph(graph_path).graph, hasher, flink_version or None).to_json()
+    return compute_operator_ids(read_graph(graph_path).graph, hasher, flink_version or None).to_json()
 
 
 def write_json(path: Path, doc: Any) -> None:

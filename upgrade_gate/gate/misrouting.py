@@ -30,11 +30,12 @@ from typing import Any
 from hashing.errors import InputError
 from hashing.graph import StreamGraph, StreamNode
 from hashing.operator_ids import OperatorIds
-from hashing.readers import LoadedGraph, load_graph
+from hashing.readers import LoadedGraph
 from upgrade_gate.flink.assignment.keyed_state import has_keyed_input
 from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.assignment.state_assignment import Assignment
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
+from upgrade_gate.storage.objects import read_graph
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def load_side(source: LoadedGraph | StreamGraph | GraphSide | str | Path) -> Gra
         return source
     if isinstance(source, StreamGraph):
         return GraphSide(source)
-    loaded = source if isinstance(source, LoadedGraph) else load_graph(source)
+    loaded = source if isinstance(source, LoadedGraph) else read_graph(str(source))
     return GraphSide(loaded.graph, dict(loaded.extras), loaded.origin or None)
 
 

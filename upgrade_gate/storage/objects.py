@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hashing.readers.source import read_local_file
+from hashing.readers import LoadedGraph, parse_graph
+from hashing.readers.source import MAX_GRAPH_BYTES, parse_bytes, read_local_file
 from upgrade_gate.storage.s3 import StorageError, get_object, is_s3, local_path, s3_client, s3_error, split_s3
 
 
@@ -22,6 +23,15 @@ def read_object(name: str, *, max_bytes: int, client: Any | None = None, what: s
         return get_object(client or s3_client(), bucket, key, max_bytes, what)
     # only a regular file is opened: a FIFO would block the worker forever, /dev/zero never ends
     return read_local_file(local_path(name), max_bytes, name=name, what=what, error=StorageError)
+
+
+def read_graph(name: str, *, client: Any | None = None) -> LoadedGraph:
+    """A job graph (spec or execution plan, JSON or YAML) from a path, `file://` or `s3://`, read once and
+    bounded like every object: what the CLI's `--graph`/`--old-graph`, the Airflow gate and the Spark
+    fleet jobs all call, so the same file fails the same way everywhere."""
+    data = read_object(name, max_bytes=MAX_GRAPH_BYTES, client=client, what="a graph file (JSON or YAML)")
+    doc = parse_bytes(data, name, yaml_first=name.lower().endswith((".yaml", ".yml")))
+    return parse_graph(doc, name)
 
 
 def write_object(name: str, data: bytes, *, client: Any | None = None,

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from hashing.errors import FlinkError
-from hashing.readers import LoadedGraph, load_graph
+from hashing.readers import LoadedGraph
+from upgrade_gate.storage.objects import read_graph
 
 
 def add_graph_arguments(parser: argparse.ArgumentParser, graph_help: str) -> None:
@@ -20,7 +21,7 @@ def add_graph_arguments(parser: argparse.ArgumentParser, graph_help: str) -> Non
 
 def load_with_notes(path: str) -> LoadedGraph:
     """Load a graph and tell the user, on stderr, every default we had to assume."""
-    loaded = load_graph(path)
+    loaded = read_graph(path)
     if loaded.assumptions:
         print(f"note: {path} is a Flink execution plan; assumed:", file=sys.stderr)
         for a in loaded.assumptions:
