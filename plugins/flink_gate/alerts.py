@@ -1,9 +1,14 @@
 """The alert a blocked upgrade sends: one payload, rendered as JSON, Slack text and e-mail.
 
-Built only from the core's `CheckResult.to_json()` (design §4.2 `check` fields), so every
-channel says the same thing: the job, the verdict, the operators and state names at risk with
+Built only from the core's `CheckResult.to_json()` (the `check` contract, docs/design.md), so
+every channel says the same thing: the job, the verdict, the operators and state names at risk with
 their bytes, the remedies, Flink's own error when the restore would fail, and a link to the
 report. A SAFE verdict has no alert (`build_alert` returns None): an upgrade that passes is quiet.
+
+Job, operator and state names are chosen by whoever wrote the job, so each channel quotes them
+in its own syntax: Slack text is mrkdwn-escaped (`slack_escape`: `<!channel>` or `<url|text>` in a
+name must not ping a channel or draw a link), the e-mail is HTML-escaped, and the webhook JSON
+carries the exact names (its receivers get data, not markup).
 
 No Airflow import here: the notifiers and the tests share this module.
 """
@@ -15,6 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 BLOCKING_VERDICTS = ("STATE_LOSS", "STATE_MISROUTED", "RESTORE_FAILS")
+
+
+def slack_escape(text: str) -> str:
+    """Slack's escaping of message text: `&`, `<`, `>` as `&amp;`, `&lt;`, `&gt;` (and nothing else).
+
+    Slack parses `<...>` as a control sequence (a mention, `<!channel>`, or a link `<url|label>`);
+    escaped, it shows the characters as typed. `&` first, so an escape is not escaped twice."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 @dataclass(frozen=True)
@@ -65,8 +78,12 @@ class GateAlert:
             "text": self.to_text(),
         }
 
+    def to_slack_text(self) -> str:
+        """`to_text` as Slack mrkdwn: every character a name holds is shown, nothing is parsed."""
+        return slack_escape(self.to_text())
+
     def to_text(self) -> str:
-        """Plain text for chat and the task log (Slack mrkdwn-friendly)."""
+        """Plain text for the task log and the webhook's `text` field (exact, unescaped names)."""
         lines = [self.title, f"Savepoint: {self.savepoint}"]
         if self.flink_error:
             lines.append(f"Flink would say: {self.flink_error}")
@@ -84,8 +101,8 @@ class GateAlert:
     def to_html(self) -> str:
         """E-mail body."""
         rows = "".join(
-            f"<tr><td>{html.escape(o.name)}</td><td><code>{o.operator_id}</code></td>"
-            f"<td>{html.escape(', '.join(o.state_names))}</td><td>{o.lost_bytes}</td>"
+            f"<tr><td>{html.escape(o.name)}</td><td><code>{html.escape(o.operator_id)}</code></td>"
+            f"<td>{html.escape(', '.join(o.state_names))}</td><td>{int(o.lost_bytes)}</td>"
             f"<td>{html.escape(o.reason)}</td></tr>" for o in self.operators)
         remedies = "".join(f"<li>{html.escape(r)}</li>" for r in self.remedies)
         err = f"<p>Flink would say: <code>{html.escape(self.flink_error)}</code></p>" if self.flink_error else ""

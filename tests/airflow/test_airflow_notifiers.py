@@ -1,5 +1,6 @@
 """The Slack and e-mail notifiers deliver the gate alert to real local endpoints (the webhook one is
-covered by the DAG runs), and no notifier sends anything without a blocked verdict.
+covered by the DAG runs), and no notifier sends anything without a blocked verdict. Names that
+look like Slack control sequences or HTML reach every channel as text, never as markup.
 
 Each check runs in a child interpreter with the stack's Airflow environment plus its own
 `AIRFLOW_CONN_*` variables, the way a task resolves connections.
@@ -51,14 +52,16 @@ class _Mailbox(smtpd.SMTPServer):
         self.messages.append((mailfrom, rcpttos, data))
 
 
-def _run(stack, alert, http_port, smtp_port):
+def _run(stack, alert, http_port, smtp_port, script=None):
     env = dict(stack.env)
+    env["AIRFLOW_CONN_HOOK_GATE"] = json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": http_port,
+                                                "schema": "http"})
     env["AIRFLOW_CONN_SLACK_GATE"] = json.dumps(
         {"conn_type": "slackwebhook", "password": f"http://127.0.0.1:{http_port}/services/T0/B0/secret-token"})
     env["AIRFLOW_CONN_SMTP_GATE"] = json.dumps(
         {"conn_type": "smtp", "host": "127.0.0.1", "port": smtp_port,
          "extra": {"disable_tls": True, "disable_ssl": True, "from_email": "gate@example.org"}})
-    script = SCRIPT.format(repo=str(REPO), plugins=str(REPO / "plugins"))
+    script = (script or SCRIPT).format(repo=str(REPO), plugins=str(REPO / "plugins"))
     proc = subprocess.run([str(AIRFLOW_VENV / "bin" / "python"), "-c", script, json.dumps(alert)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr[-3000:]
@@ -93,6 +96,63 @@ def test_slack_and_email_deliver_the_alert_and_nothing_without_one(stack):
         html = "".join(p.get_payload(decode=True).decode() for p in msg.walk() if p.get_content_type() == "text/html")
         for needle in ("inserted", "4866", "setUidHash", ALERT["report_url"]):
             assert needle in html, needle
+    finally:
+        receiver.stop()
+        mailbox.close()
+
+
+HOSTILE_SCRIPT = SCRIPT.replace('GateWebhookNotifier(http_conn_id="")',
+                                'GateWebhookNotifier(http_conn_id="hook_gate", endpoint="/hook")')
+HOSTILE = {**ALERT, "job": "pay<!channel>&<!here>", "operators": [
+    {"operator_id": "3a434c34ffe2fe820735436a4ca97107", "name": "<http://evil.example/x|click me>",
+     "lost_bytes": 4866, "state_names": ["<@U123>", "a&b", "<script>alert(1)</script>"],
+     "reason": "restored into <!subteam^S1>"}], "remedies": ["rename to <b>x</b> & <!everyone>"]}
+NAMES = ("pay<!channel>&<!here>", "<http://evil.example/x|click me>", "<@U123>", "a&b",
+         "<script>alert(1)</script>", "<!subteam^S1>", "<b>x</b> & <!everyone>")
+
+
+def test_names_reach_slack_and_mail_as_text_and_the_webhook_exactly(stack):
+    receiver = AlertReceiver()
+    mailbox = _Mailbox()
+    t = threading.Thread(target=asyncore.loop, kwargs={"timeout": 0.2}, daemon=True)
+    t.start()
+    try:
+        _run(stack, HOSTILE, receiver.port, mailbox.socket.getsockname()[1], HOSTILE_SCRIPT)
+        by_path = {r["path"]: r["body"] for r in receiver.received}
+        assert sorted(by_path) == ["/hook", "/services/T0/B0/secret-token"]
+
+        # Slack: the JSON Slack would parse holds no control sequence at all, only Slack's escapes
+        slack = by_path["/services/T0/B0/secret-token"]
+        texts = [slack["text"], slack["blocks"][0]["text"]["text"], slack["blocks"][1]["text"]["text"]]
+        for text in texts:
+            assert "<" not in text and ">" not in text, text
+            assert "&amp;lt;" not in text  # escaped once, not twice
+        assert slack["blocks"][0]["text"]["text"] == "pay&lt;!channel&gt;&amp;&lt;!here&gt;: STATE_MISROUTED"
+        for needle in ("pay&lt;!channel&gt;&amp;&lt;!here&gt;", "&lt;http://evil.example/x|click me&gt;",
+                       "&lt;@U123&gt;", "a&amp;b", "&lt;!subteam^S1&gt;",
+                       "&lt;b&gt;x&lt;/b&gt; &amp; &lt;!everyone&gt;", "4866 B", ALERT["report_url"]):
+            assert needle in slack["text"], needle
+        # reversing Slack's three escapes gives back exactly what the job's author wrote
+        unescaped = slack["text"].replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+        for name in NAMES:
+            assert name in unescaped, name
+
+        # the webhook gets data: the exact names, in the fields and in its text
+        hook = by_path["/hook"]
+        assert hook["job"] == HOSTILE["job"] and hook["operators"] == HOSTILE["operators"]
+        assert hook["remedies"] == HOSTILE["remedies"]
+        for name in NAMES:
+            assert name in hook["text"], name
+
+        # the e-mail is HTML-escaped: no tag or link from a name
+        assert len(mailbox.messages) == 1
+        msg = email.message_from_string(mailbox.messages[0][2])
+        html = "".join(p.get_payload(decode=True).decode() for p in msg.walk() if p.get_content_type() == "text/html")
+        for raw in ("<script>", "<!channel>", "<http://evil", "<b>x</b>", "<@U123>"):
+            assert raw not in html, raw
+        for escaped in ("&lt;script&gt;alert(1)&lt;/script&gt;", "pay&lt;!channel&gt;&amp;&lt;!here&gt;",
+                        "&lt;http://evil.example/x|click me&gt;", "&lt;b&gt;x&lt;/b&gt; &amp; &lt;!everyone&gt;"):
+            assert escaped in html, escaped
     finally:
         receiver.stop()
         mailbox.close()

@@ -5,18 +5,21 @@
 fail, the operator table (which id each operator's state lives under after the upgrade, bytes
 kept and lost), a bar plot of state per operator, the remedies, and the core's full HTML report
 (`.../report.html`). Server-rendered HTML with inline SVG: no build step, no JavaScript bundle.
-Every route requires an authenticated Airflow user.
+Every route requires an authenticated Airflow user, and every response (errors included) carries
+`SECURITY_HEADERS`: reports quote job, operator and state names that users chose, so the pages
+run no script at all and may be framed only by the Airflow UI on the same origin.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import logging
 from typing import Any
 
 from airflow.api_fastapi.core_api.security import requires_authenticated
-from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
 from flink_gate.alerts import operators_at_risk
 from flink_gate.reports import ReportEntry, ReportStore
@@ -31,10 +34,41 @@ th{background:#f3f3f3}.verdict{color:#fff;padding:.15rem .5rem;border-radius:4px
 code{font-size:.9em}.muted{color:#777}iframe{width:100%;height:60vh;border:1px solid #ccc}
 """
 
+# What the pages need and nothing more: inline <style> and style attributes (ours and the core's
+# report), inline SVG, data: images, the report frame from this origin; no script, no plugin,
+# no form target, no <base>. The Airflow UI embeds the view (its external view) from the same
+# origin, so framing is allowed from 'self' only (CSP frame-ancestors, and X-Frame-Options for
+# browsers without CSP level 2).
+CONTENT_SECURITY_POLICY = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                           "frame-src 'self'; frame-ancestors 'self'; base-uri 'none'; form-action 'none'")
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Frame-Options": "SAMEORIGIN",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
 # Only users logged in to Airflow (its auth manager's JWT, cookie or bearer) see reports: they name
 # jobs, savepoints and state layouts.
 app = FastAPI(title="Flink Upgrade Gate reports", docs_url=None, redoc_url=None, openapi_url=None,
               dependencies=[Depends(requires_authenticated())])
+
+
+@app.middleware("http")
+async def security_headers(request: Request, call_next: Any) -> Response:
+    """Every response the app sends, 401/404 included (the app's exception handlers run inside)."""
+    response = await call_next(request)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+@app.exception_handler(Exception)
+async def server_error(request: Request, exc: Exception) -> Response:
+    """An unexpected error: Starlette answers it outside the middleware above, so set the headers
+    here too, and keep the traceback (paths, file contents) in the server log, not the page."""
+    logging.getLogger(__name__).error("upgrade-gate view: %s %s failed", request.method, request.url.path,
+                                      exc_info=exc)
+    return PlainTextResponse("Internal Server Error", status_code=500, headers=SECURITY_HEADERS)
 
 
 def _badge(verdict: str) -> str:
@@ -74,8 +108,8 @@ def index() -> HTMLResponse:
     return _page("Upgrade gate reports", "".join(parts))
 
 
-def _entry(job: str, run: str) -> ReportEntry:
-    entry = _store().get(job, run)
+def _entry(job: str, run: str, version: str | None = None) -> ReportEntry:
+    entry = _store().get(job, run, version)
     if entry is None:
         raise HTTPException(status_code=404, detail=f"no report for job {job!r}, run {run!r}")
     return entry
@@ -149,14 +183,15 @@ def report(job: str, run: str) -> HTMLResponse:
         f"<th>parallelism (max)</th></tr>"
         f"{rows}</table>{_bar_plot(ops)}"
         + (f"<h3>Remedies</h3><ul>{remedies}</ul>" if remedies else "")
-        + f"<h3>Full report</h3><iframe src='{URL_PREFIX}/report/{html.escape(job)}/{html.escape(run)}/report.html'>"
-        "</iframe>")
+        # the frame asks for this page's version: a retry publishing meanwhile cannot mix two reports
+        + f"<h3>Full report</h3><iframe src='{URL_PREFIX}/report/{html.escape(job)}/{html.escape(run)}/report.html"
+        f"?version={html.escape(entry.version)}'></iframe>")
     return _page(f"{job}: {check.get('verdict')}", body)
 
 
 @app.get("/report/{job}/{run}/report.html", response_class=HTMLResponse)
-def report_html(job: str, run: str) -> HTMLResponse:
-    return HTMLResponse((_entry(job, run).path / "report.html").read_text())
+def report_html(job: str, run: str, version: str | None = None) -> HTMLResponse:
+    return HTMLResponse((_entry(job, run, version).path / "report.html").read_text())
 
 
 @app.get("/api/reports")

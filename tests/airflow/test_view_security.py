@@ -1,0 +1,95 @@
+"""The report view sends its security headers on every response, errors included, through the real
+Airflow API server app.
+
+A child interpreter with the stack's Airflow environment builds Airflow's own FastAPI app
+(`airflow.api_fastapi.app.create_app`, which mounts our plugin at /upgrade-gate exactly as
+`airflow api-server` does), logs in through the Simple auth manager's `/auth/token`, and asks the
+view for pages that exist, pages that do not, and pages without a login. The browser-level proof
+that the report still renders under this policy is tests/airflow/test_airflow_ui.py.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+
+from demo.stack import AIRFLOW_VENV, REPO
+
+SCRIPT = """
+import json, sys
+sys.path[:0] = [{repo!r}, {plugins!r}]
+from flink_gate.reports import ReportStore
+store = ReportStore()
+job, run = "fraud-scoring", "manual__2026-11-23T08_00_00_00_00"
+store.publish(job, run, {{"verdict": "STATE_MISROUTED", "operators": [{{"operator_id": "3a43", "name": "<b>x</b>",
+              "state_bytes": 10, "lost_bytes": 10, "state_names": ["keyed"]}}], "losses": [], "remedies": []}},
+              "<html><head><style>body{{color:red}}</style></head><body>core report</body></html>", {{"dag_id": "d"}})
+
+broken = store.publish("broken-job", "run1", {{"verdict": "SAFE"}}, "<p/>", {{}})
+(broken / "check.json").write_text("{{ half a file")  # a damaged disk: the view fails with a 500
+
+from fastapi.testclient import TestClient
+from airflow.api_fastapi.app import create_app
+
+client = TestClient(create_app(), raise_server_exceptions=False)
+token = client.post("/auth/token", json={{"username": "gate-admin", "password": sys.argv[1]}}).json()["access_token"]
+auth = {{"Authorization": f"Bearer {{token}}"}}
+version = store.get(job, run).version
+out = {{}}
+for name, path, headers in [
+        ("index", "/upgrade-gate/", auth),
+        ("report", f"/upgrade-gate/report/{{job}}/{{run}}", auth),
+        ("report_html", f"/upgrade-gate/report/{{job}}/{{run}}/report.html?version={{version}}", auth),
+        ("api", "/upgrade-gate/api/reports", auth),
+        ("missing_report", "/upgrade-gate/report/nope/nope", auth),
+        ("missing_route", "/upgrade-gate/no/such/page", auth),
+        ("server_error", "/upgrade-gate/report/broken-job/run1", auth),
+        ("unauthenticated", "/upgrade-gate/", {{}}),
+        ("bad_token", "/upgrade-gate/", {{"Authorization": "Bearer not-a-jwt"}}),
+]:
+    resp = client.get(path, headers=headers)
+    out[name] = {{"status": resp.status_code, "headers": dict(resp.headers), "body": resp.text}}
+out["version"] = version
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _responses(stack, tmp_path):
+    password = secrets.token_urlsafe(16)
+    pw_file = tmp_path / "passwords.json"
+    pw_file.write_text(json.dumps({"gate-admin": password}))
+    env = dict(stack.env, UPGRADE_GATE_REPORTS_DIR=str(tmp_path / "reports"),
+               AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="gate-admin:admin",
+               AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(pw_file))
+    script = SCRIPT.format(repo=str(REPO), plugins=str(REPO / "plugins"))
+    proc = subprocess.run([str(AIRFLOW_VENV / "bin" / "python"), "-c", script, password], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=stack.home)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+def test_every_view_response_carries_the_security_headers(stack, tmp_path):
+    out = _responses(stack, tmp_path)
+    version = out.pop("version")
+    assert {k: v["status"] for k, v in out.items()} == {
+        "index": 200, "report": 200, "report_html": 200, "api": 200, "missing_report": 404, "missing_route": 404,
+        "server_error": 500, "unauthenticated": 401, "bad_token": 403}
+    for name, resp in out.items():
+        headers = {k.lower(): v for k, v in resp["headers"].items()}
+        assert headers.get("x-frame-options") == "SAMEORIGIN", name
+        assert headers.get("x-content-type-options") == "nosniff", name
+        csp = {d.split()[0]: d.split()[1:] for d in headers.get("content-security-policy", "").split("; ") if d}
+        assert csp.get("default-src") == ["'none'"], (name, csp)
+        assert csp.get("frame-ancestors") == ["'self'"], (name, csp)
+        assert "script-src" not in csp and "'unsafe-eval'" not in str(csp), (name, csp)  # no script, ever
+        assert csp.get("img-src") == ["'self'", "data:"] and csp.get("frame-src") == ["'self'"], (name, csp)
+
+    # the pages this policy must still let render: inline style, inline SVG, the report frame
+    report = out["report"]["body"]
+    assert "<style>" in report and "<svg class='plot'" in report and "&lt;b&gt;x&lt;/b&gt;" in report
+    assert f"/report.html?version={version}'" in report
+    assert "core report" in out["report_html"]["body"]
+    assert "Traceback" not in out["missing_report"]["body"]
+    assert out["server_error"]["body"] == "Internal Server Error"  # the traceback stays in the server log
