@@ -19,7 +19,8 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-BLOCKING_VERDICTS = ("STATE_LOSS", "STATE_MISROUTED", "RESTORE_FAILS")
+from upgrade_gate.cli.text_table import human_bytes
+from upgrade_gate.gate import policy
 
 
 def slack_escape(text: str) -> str:
@@ -114,12 +115,8 @@ class GateAlert:
 
 
 def _human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{size:.1f} {unit} ({n} B)"
-        size /= 1024
-    return f"{n} B"
+    """Human size, with the exact count beside it above a KiB (people compare alerts with `inspect`)."""
+    return human_bytes(n) if n < 1024 else f"{human_bytes(n)} ({n} B)"
 
 
 def _text(item: Any) -> str:
@@ -177,7 +174,7 @@ def build_alert(result: dict[str, Any], *, job: str, run_id: str, dag_id: str, s
                 report_url: str) -> GateAlert | None:
     """The alert for a check result, or None when the upgrade is SAFE."""
     verdict = str(result.get("verdict"))
-    if verdict not in BLOCKING_VERDICTS:
+    if not policy.blocks(verdict):
         return None
     ops = operators_at_risk(result)
     return GateAlert(job=job, verdict=verdict, run_id=run_id, dag_id=dag_id, savepoint=savepoint,

@@ -16,6 +16,7 @@ from typing import Any
 from flink_gate.alerts import build_alert
 from flink_gate.reports import ReportStore, safe_name
 from flink_gate.steps import report_url, work_root
+from upgrade_gate.gate import policy
 
 FLEET_REPORT_JOB = "fleet-scan"  # the pseudo-job the fleet summary is published under
 
@@ -55,7 +56,7 @@ def publish(context: Any, summary: dict[str, Any], check_dir: str) -> dict[str, 
                       {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": row.get("metadata"),
                        "graph": row.get("spec"), "hasher": row.get("hasher"), "matching": row.get("matching"),
                        "allow_non_restored_state": row.get("allow_non_restored_state"), "source": "fleet_scan"})
-        if check["verdict"] in ("STATE_LOSS", "STATE_MISROUTED", "RESTORE_FAILS"):
+        if policy.blocks(check["verdict"]):
             blocked.append(row["job"])
     # the fleet's own "verdict" is the gate word of fleet_check's summary: PASS or BLOCK
     fleet_check = {"verdict": str(summary.get("gate") or "BLOCK"), "operators": [],
