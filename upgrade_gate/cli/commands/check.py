@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
+from hashing.errors import InputError
+from upgrade_gate.cli.commands.deployment import export_for_deployment, local_jar
 from upgrade_gate.cli.commands.graph_args import load_with_notes
 from upgrade_gate.cli.text_table import human_bytes, paragraph, render
 from upgrade_gate.gate.check import CheckResult, check_upgrade
+from upgrade_gate.storage import discovery, k8s_operator
+from upgrade_gate.storage.discovery import SYNTAX_HELP
 from upgrade_gate.vocabulary import (
     DEFAULT_FLINK_VERSION,
     DEFAULT_HASHER,
@@ -25,8 +30,20 @@ HELP = ("simulate restoring SAVEPOINT into the job GRAPH as Flink would: SAFE, S
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--savepoint", required=True, help="savepoint directory, _metadata file, file:// or s3://")
-    parser.add_argument("--graph", required=True, help="the new job's graph spec (JSON/YAML) or execution plan")
+    parser.add_argument("--savepoint", default=None, help=SYNTAX_HELP)
+    parser.add_argument("--graph", default=None,
+                        help="the new job's graph spec (JSON/YAML) or execution plan (with --deployment: default "
+                             "exported from the spec's jar, or --jar)")
+    parser.add_argument("--deployment", default=None, metavar="NEW.yaml",
+                        help="the new FlinkDeployment/FlinkSessionJob (Flink Kubernetes Operator) before kubectl "
+                             "apply: its Flink version, parallelism, flinkConfiguration, args and "
+                             "allowNonRestoredState are the new job's settings")
+    parser.add_argument("--current", default=None, metavar="CURRENT.yaml",
+                        help="the running resource as `kubectl get flinkdeployment NAME -o yaml` prints it: the "
+                             "savepoint its status records is checked (same as --savepoint k8s:CURRENT.yaml)")
+    parser.add_argument("--jar", default=None,
+                        help="with --deployment and no --graph: the built job jar to export the graph from, when the "
+                             "spec's jarURI is not a local file (local:// is inside the image)")
     parser.add_argument("--old-graph", default=None,
                         help="the job graph that wrote the savepoint (spec, plan or exporter output): traces every "
                              "state to its writer to catch state restored into the wrong operator")
@@ -73,12 +90,39 @@ def render_table(res: CheckResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _savepoint(args: argparse.Namespace) -> Any:
+    """What to check against: a location as given (read by the core), or a discovery form resolved first
+    and named on stderr, so the user sees which snapshot was chosen before the verdict."""
+    if args.savepoint and args.current:
+        raise InputError("give --savepoint or --current, not both (--current FILE is --savepoint k8s:FILE)")
+    spec = args.savepoint or (f"{discovery.K8S}{args.current}" if args.current else None)
+    if not spec:
+        raise InputError("--savepoint is required (or --current with a Kubernetes operator resource)")
+    if not discovery.is_discovery(spec):
+        return spec
+    metadata, found = discovery.load(spec)
+    print(f"savepoint: {metadata.source} ({found.how})", file=sys.stderr)
+    return metadata
+
+
 def run(args: argparse.Namespace) -> int:
-    graph = load_with_notes(args.graph)  # read once: the check gets every field, descriptive ones included
+    settings = (k8s_operator.job_settings(k8s_operator.load_resources(args.deployment))
+                if args.deployment else None)
+    if settings is None and (args.jar or not args.graph):
+        raise InputError("--graph is required (or --deployment NEW.yaml, whose jar is exported)" if not args.jar
+                         else "--jar needs --deployment (export a jar yourself with `upgrade-gate export`)")
+    jar = None if args.graph or settings is None else local_jar(args.deployment, settings, args.jar)  # fail early
+    savepoint = _savepoint(args)
+    if jar is None:
+        graph = load_with_notes(args.graph)  # read once: the check gets every field, descriptive ones included
+    else:
+        assert settings is not None
+        graph = export_for_deployment(args.deployment, settings, jar)
     old = load_with_notes(args.old_graph) if args.old_graph else None
-    res = check_upgrade(args.savepoint, graph, hasher=args.hasher, matching=args.matching,
-                        allow_non_restored_state=args.allow_non_restored_state, flink_version=args.flink_version,
-                        old_graph=old)
+    flink_version = args.flink_version or (settings.flink_version if settings else None)
+    allow = args.allow_non_restored_state or bool(settings and settings.allow_non_restored_state)
+    res = check_upgrade(savepoint, graph, hasher=args.hasher, matching=args.matching,
+                        allow_non_restored_state=allow, flink_version=flink_version, old_graph=old)
     if args.format == "json":
         text = json.dumps(res.to_json(), indent=2) + "\n"
     elif args.format == "html":

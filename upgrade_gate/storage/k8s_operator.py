@@ -1,0 +1,337 @@
+"""Flink Kubernetes Operator resources (YAML from `kubectl get -o yaml`): where the savepoint is, what the job runs.
+
+A `FlinkDeployment` or `FlinkSessionJob` records its savepoints in its status, and its spec holds what
+the new job will run with. Field names follow the operator's CRD (`org.apache.flink.kubernetes.operator.
+api.status.JobStatus`, `SavepointInfo`, `Savepoint`, `FlinkStateSnapshotStatus`; `api.spec.JobSpec`,
+`FlinkStateSnapshotSpec`, `JobReference`, `FlinkStateSnapshotReference`):
+
+* operator 1.10+ with snapshot resources: `FlinkStateSnapshot` objects (`spec.jobReference` names the
+  resource, `status.state: COMPLETED`, `status.path`) and `status.jobStatus.upgradeSnapshotReference`
+  (`path`, or `name` of a snapshot resource) for the savepoint taken when the job was suspended;
+* older operators (and 1.10+ with snapshot resources disabled): `status.jobStatus.savepointInfo.
+  lastSavepoint.location` (plus `savepointHistory`) and `status.jobStatus.upgradeSavepointPath`.
+
+Which one is the job's state: a suspended job restarts from its upgrade savepoint, so that one wins;
+a running job's newest completed snapshot holds the operators the next upgrade savepoint will hold
+(same job, same graph), so the newest by timestamp wins, and the upgrade savepoint (the state the
+running job started from) is the fallback. The operator writes `KUBERNETES_OPERATOR_LAST_STATE` as a
+placeholder path for last-state upgrades (`AbstractJobReconciler.LAST_STATE_DUMMY_SP_PATH`); it is
+not a savepoint and is skipped.
+
+Bad input (not YAML, not an operator resource, no savepoint recorded) is a `StorageError`: exit 2 and
+one line naming the file and the resource.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from upgrade_gate.storage.s3 import StorageError, local_path
+
+MAX_YAML_BYTES = 16 * 1024 * 1024
+JOB_KINDS = ("FlinkDeployment", "FlinkSessionJob")
+SNAPSHOT_KIND = "FlinkStateSnapshot"
+LAST_STATE_PLACEHOLDER = "KUBERNETES_OPERATOR_LAST_STATE"
+# JobReference.kind is serialised as the resource kind; the Java enum names appear in hand-written YAML
+_KIND_ALIASES = {"FLINK_DEPLOYMENT": "FlinkDeployment", "FLINK_SESSION_JOB": "FlinkSessionJob"}
+_VERSION = re.compile(r"v?(\d+)[_.](\d+)(?:[_.]\d+)?")  # v1_20 (the CRD's enum); v1alpha1 wrote 1.14.3
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One savepoint or checkpoint the resource's status (or a snapshot resource) points at."""
+
+    path: str
+    field: str  # where it was found, said to the user
+    timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSettings:
+    """What the operator will run the job with, from the resource's spec."""
+
+    resource: str  # "FlinkDeployment/orders" for messages
+    jar_uri: str | None
+    entry_class: str | None
+    args: tuple[str, ...]
+    parallelism: int | None
+    flink_configuration: dict[str, str] = field(default_factory=dict)
+    flink_version: str | None = None  # "1.20"; a FlinkSessionJob takes it from its FlinkDeployment
+    allow_non_restored_state: bool = False
+    upgrade_mode: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """The documents of one YAML file: the job resources and any FlinkStateSnapshot resources."""
+
+    source: str
+    jobs: tuple[dict[str, Any], ...]
+    snapshots: tuple[dict[str, Any], ...]
+    sessions: tuple[dict[str, Any], ...] = ()  # session-cluster FlinkDeployments (give session jobs their version)
+
+
+def _yaml_documents(name: str) -> list[Any]:
+    import yaml
+
+    path: Path = local_path(name)
+    try:
+        size = path.stat().st_size
+        if size > MAX_YAML_BYTES:
+            raise StorageError(f"{name}: {size} bytes is larger than the {MAX_YAML_BYTES}-byte limit for resources")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StorageError(f"{name}: no such file") from None
+    except UnicodeDecodeError:
+        raise StorageError(f"{name}: not a YAML file (not UTF-8 text)") from None
+    except OSError as exc:
+        raise StorageError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise StorageError(f"{name}: not valid YAML{where}: {problem}") from None
+
+
+def load_resources(name: str) -> Resources:
+    """Every operator resource in a YAML file: one resource, several `---` documents, or a `kind: List`
+    (what `kubectl get flinkdeployment,flinkstatesnapshot -o yaml` prints)."""
+    items: list[Any] = []
+    for doc in _yaml_documents(name):
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            items.extend(doc["items"])
+        else:
+            items.append(doc)
+    jobs, snaps, sessions = [], [], []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if item.get("kind") == "FlinkDeployment" and not _dict(item.get("spec")).get("job"):
+            sessions.append(item)  # a session cluster: runs FlinkSessionJobs, is no job itself
+        elif item.get("kind") in JOB_KINDS:
+            jobs.append(item)
+        elif item.get("kind") == SNAPSHOT_KIND:
+            snaps.append(item)
+    if not jobs:
+        kinds = sorted({str(i.get("kind")) for i in items if isinstance(i, dict)}) or ["nothing"]
+        what = " (only a session cluster, without spec.job)" if sessions else ""
+        raise StorageError(f"{name}: no FlinkDeployment or FlinkSessionJob with a job in this file "
+                           f"(found {', '.join(kinds)}{what})")
+    return Resources(name, tuple(jobs), tuple(snaps), tuple(sessions))
+
+
+def _label(res: dict[str, Any]) -> str:
+    meta = res.get("metadata") if isinstance(res.get("metadata"), dict) else {}
+    return f"{res.get('kind')}/{meta.get('name') or '?'}"
+
+
+def pick_job(resources: Resources, name: str | None = None) -> dict[str, Any]:
+    """The one job resource of the file (or the one called `name`); several without a name is ambiguous."""
+    jobs = list(resources.jobs)
+    if name:
+        jobs = [j for j in jobs if (j.get("metadata") or {}).get("name") == name]
+        if not jobs:
+            have = ", ".join(_label(j) for j in resources.jobs)
+            raise StorageError(f"{resources.source}: no FlinkDeployment or FlinkSessionJob named {name!r} "
+                               f"(the file holds {have})")
+    if len(jobs) > 1:
+        raise StorageError(f"{resources.source}: ambiguous, it holds several jobs "
+                           f"({', '.join(_label(j) for j in jobs)}); name one (k8s:FILE#NAME)")
+    return jobs[0]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _ms(value: Any) -> int | None:
+    """A timestamp as epoch milliseconds: the operator writes numbers (`Savepoint.timeStamp`) or
+    strings (`JobStatus.startTime` as digits, `FlinkStateSnapshotStatus.resultTimestamp` as ISO-8601)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    text = str(value).strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _usable(path: Any) -> bool:
+    return isinstance(path, str) and bool(path.strip()) and path.strip() != LAST_STATE_PLACEHOLDER
+
+
+def _snapshot_targets(snap: dict[str, Any], job: dict[str, Any]) -> bool:
+    ref = _dict(_dict(snap.get("spec")).get("jobReference"))
+    kind = _KIND_ALIASES.get(str(ref.get("kind")), ref.get("kind"))
+    meta, smeta = _dict(job.get("metadata")), _dict(snap.get("metadata"))
+    namespace = ref.get("namespace") or smeta.get("namespace")
+    return (kind == job.get("kind") and ref.get("name") == meta.get("name")
+            and (not namespace or not meta.get("namespace") or namespace == meta.get("namespace")))
+
+
+def _snapshot_path(snap: dict[str, Any]) -> str | None:
+    """A snapshot resource's path: `status.path`, or for a savepoint declared with `alreadyExists: true`
+    the `spec.savepoint.path` it was created with."""
+    path = _dict(snap.get("status")).get("path")
+    if not _usable(path):
+        sp = _dict(_dict(snap.get("spec")).get("savepoint"))
+        path = sp.get("path") if sp.get("alreadyExists") else None
+    return path.strip() if _usable(path) else None
+
+
+def snapshots_of(job: dict[str, Any], resources: Resources) -> tuple[list[Snapshot], list[Snapshot]]:
+    """(newest-first completed snapshots of the running job, upgrade savepoints) found for `job`."""
+    status = _dict(job.get("status"))
+    job_status = _dict(status.get("jobStatus"))
+    timed: list[Snapshot] = []
+    info = _dict(job_status.get("savepointInfo"))
+    last = _dict(info.get("lastSavepoint"))
+    if _usable(last.get("location")):
+        timed.append(Snapshot(last["location"].strip(), "status.jobStatus.savepointInfo.lastSavepoint",
+                              _ms(last.get("timeStamp"))))
+    for i, sp in enumerate(info.get("savepointHistory") or ()):
+        sp = _dict(sp)
+        if _usable(sp.get("location")):
+            timed.append(Snapshot(sp["location"].strip(), f"status.jobStatus.savepointInfo.savepointHistory[{i}]",
+                                  _ms(sp.get("timeStamp"))))
+    for snap in resources.snapshots:
+        sst = _dict(snap.get("status"))
+        if _snapshot_targets(snap, job) and sst.get("state") == "COMPLETED" and _snapshot_path(snap):
+            kind = "checkpoint" if _dict(snap.get("spec")).get("checkpoint") is not None else "savepoint"
+            timed.append(Snapshot(_snapshot_path(snap), f"FlinkStateSnapshot/{_dict(snap.get('metadata')).get('name')}"
+                                  f" ({kind})", _ms(sst.get("resultTimestamp"))))
+    timed.sort(key=lambda s: (s.timestamp_ms or 0), reverse=True)
+    upgrade: list[Snapshot] = []
+    ref = _dict(job_status.get("upgradeSnapshotReference"))
+    if _usable(ref.get("path")):
+        upgrade.append(Snapshot(ref["path"].strip(), "status.jobStatus.upgradeSnapshotReference.path"))
+    elif ref.get("name"):
+        match = [s for s in resources.snapshots if _dict(s.get("metadata")).get("name") == ref["name"]]
+        if match and _snapshot_path(match[0]):
+            upgrade.append(Snapshot(_snapshot_path(match[0]),
+                                    f"status.jobStatus.upgradeSnapshotReference -> FlinkStateSnapshot/{ref['name']}"))
+        else:
+            raise StorageError(f"{resources.source}: {_label(job)} restores from FlinkStateSnapshot/{ref['name']} "
+                               f"(status.jobStatus.upgradeSnapshotReference), which is not in this file or has no "
+                               f"path; add it: kubectl get {_label(job).split('/')[0].lower()}/"
+                               f"{_dict(job.get('metadata')).get('name')},flinkstatesnapshot/{ref['name']} -o yaml")
+    if _usable(job_status.get("upgradeSavepointPath")):
+        upgrade.append(Snapshot(job_status["upgradeSavepointPath"].strip(), "status.jobStatus.upgradeSavepointPath"))
+    return timed, upgrade
+
+
+def _suspended(job: dict[str, Any]) -> bool:
+    spec_state = str(_dict(_dict(job.get("spec")).get("job")).get("state") or "").lower()
+    lifecycle = str(_dict(job.get("status")).get("lifecycleState") or "").upper()
+    return spec_state == "suspended" or lifecycle == "SUSPENDED"
+
+
+def current_snapshot(resources: Resources, name: str | None = None) -> Snapshot:
+    """The savepoint (or retained checkpoint) the job's next start would restore from, as the status says."""
+    job = pick_job(resources, name)
+    timed, upgrade = snapshots_of(job, resources)
+    started = _ms(_dict(_dict(job.get("status")).get("jobStatus")).get("startTime"))
+    if upgrade and (_suspended(job) or not timed):
+        return upgrade[0]
+    if timed:
+        newest = timed[0]
+        if upgrade and started is not None and newest.timestamp_ms is not None and newest.timestamp_ms < started:
+            return upgrade[0]  # taken before the running job started: older than the state it restored
+        return newest
+    initial = _initial_state(job, resources)
+    if initial is not None:
+        return initial
+    mode = str(_dict(_dict(job.get("spec")).get("job")).get("upgradeMode") or "")
+    hint = (" (upgradeMode last-state restores from Flink's HA checkpoint, which the status does not name: "
+            "pass that checkpoint with --savepoint)" if mode == "last-state" else "")
+    raise StorageError(f"{resources.source}: {_label(job)} records no completed savepoint in its status "
+                       f"(savepointInfo.lastSavepoint, upgradeSavepointPath, upgradeSnapshotReference) and the file "
+                       f"holds no COMPLETED FlinkStateSnapshot for it{hint}; trigger one or pass --savepoint")
+
+
+def _initial_state(job: dict[str, Any], resources: Resources) -> Snapshot | None:
+    """A resource without any savepoint in its status (not deployed yet, or never snapshotted) starts
+    from `spec.job.initialStateReference` (a path, or a FlinkStateSnapshot by name) or the older
+    `spec.job.initialSavepointPath`."""
+    job_spec = _dict(_dict(job.get("spec")).get("job"))
+    ref = _dict(job_spec.get("initialStateReference"))
+    if _usable(ref.get("path")):
+        return Snapshot(ref["path"].strip(), "spec.job.initialStateReference.path")
+    if ref.get("name"):
+        match = [s for s in resources.snapshots if _dict(s.get("metadata")).get("name") == ref["name"]]
+        if match and _snapshot_path(match[0]):
+            return Snapshot(str(_snapshot_path(match[0])),
+                            f"spec.job.initialStateReference -> FlinkStateSnapshot/{ref['name']}")
+    if _usable(job_spec.get("initialSavepointPath")):
+        return Snapshot(job_spec["initialSavepointPath"].strip(), "spec.job.initialSavepointPath")
+    return None
+
+
+def flink_version_of(spec_value: Any) -> str | None:
+    """`v1_20` (the operator's FlinkVersion enum) as `1.20`."""
+    if spec_value is None:
+        return None
+    m = _VERSION.fullmatch(str(spec_value).strip())
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def _flatten(conf: Any, prefix: str = "") -> dict[str, str]:
+    """`flinkConfiguration` as flat `key: value` strings; operator 1.11+ also accepts nested YAML."""
+    out: dict[str, str] = {}
+    for key, value in _dict(conf).items():
+        full = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{full}."))
+        elif isinstance(value, bool):
+            out[full] = "true" if value else "false"
+        elif isinstance(value, list):
+            out[full] = ";".join(str(v) for v in value)
+        elif value is not None:
+            out[full] = str(value)
+    return out
+
+
+def job_settings(resources: Resources, name: str | None = None) -> JobSettings:
+    """What the (new) spec runs: jar URI, entry class, args, parallelism, Flink configuration and version."""
+    job = pick_job(resources, name)
+    spec = _dict(job.get("spec"))
+    job_spec = _dict(spec.get("job"))
+    label = _label(job)
+    raw_version = spec.get("flinkVersion")
+    if raw_version is None and job.get("kind") == "FlinkSessionJob":  # the session cluster's version
+        cluster = [d for d in resources.sessions
+                   if _dict(d.get("metadata")).get("name") == spec.get("deploymentName")]
+        raw_version = _dict(cluster[0].get("spec")).get("flinkVersion") if cluster else None
+    version = flink_version_of(raw_version)
+    if raw_version is not None and version is None:
+        raise StorageError(f"{resources.source}: {label}: spec.flinkVersion {raw_version!r} is not a Flink version "
+                           f"(expected e.g. v1_20)")
+    conf = _flatten(spec.get("flinkConfiguration"))
+    par = job_spec.get("parallelism")
+    if par in (None, 0) and conf.get("parallelism.default"):
+        par = conf["parallelism.default"]
+    try:
+        parallelism = int(par) if par not in (None, 0, "0") else None
+    except (TypeError, ValueError):
+        raise StorageError(f"{resources.source}: {label}: spec.job.parallelism {par!r} is not a number") from None
+    if parallelism is not None and parallelism < 1:
+        raise StorageError(f"{resources.source}: {label}: spec.job.parallelism {par!r} must be at least 1")
+    args = job_spec.get("args") or []
+    if not isinstance(args, list):
+        raise StorageError(f"{resources.source}: {label}: spec.job.args must be a list of strings")
+    return JobSettings(resource=label, jar_uri=job_spec.get("jarURI"), entry_class=job_spec.get("entryClass"),
+                       args=tuple(str(a) for a in args), parallelism=parallelism, flink_configuration=conf,
+                       flink_version=version, allow_non_restored_state=bool(job_spec.get("allowNonRestoredState")),
+                       upgrade_mode=job_spec.get("upgradeMode"))
