@@ -9,7 +9,7 @@ from typing import Any
 
 from hashing.errors import InputError
 from upgrade_gate.cli.commands.deployment import export_for_deployment, local_jar
-from upgrade_gate.cli.commands.graph_args import load_with_notes
+from upgrade_gate.cli.commands.graph_args import graph_named, load_with_notes
 from upgrade_gate.cli.text_table import human_bytes, paragraph, render
 from upgrade_gate.gate.check import CheckResult, check_upgrade
 from upgrade_gate.storage import discovery, k8s_operator
@@ -80,11 +80,13 @@ def render_table(res: CheckResult) -> str:
                              [(x["operator_id"], x["name"] or "", human_bytes(x["bytes"]), ", ".join(x["state_names"]),
                                x["reason"]) for x in res.losses], title="State at risk",
                              wrap={"name", "state", "why"}, right={"size"})]
-    if res.remedies:
-        lines += ["", render(("for state", "on node", "do", "found by", "why"),
-                             [(x["operator_id"], x["node_name"] or "-", x["action"] or "(no counterpart)",
-                               x["matched_by"], x["reason"]) for x in res.remedies], title="Remedies",
-                             wrap={"on node", "why"})]
+    if res.remedies:  # a list, not a table: the action is code to copy whole, the reason a sentence
+        lines += ["", "Remedies"]
+        for x in res.remedies:
+            where = f"on '{x['node_name']}' (found by {x['matched_by']})" if x["node_name"] else "no counterpart found"
+            lines += [paragraph(f"- state {x['operator_id']}: {where}"),
+                      f"    {x['action']}" if x["action"] else "    (nothing to pin)",
+                      paragraph(f"    why: {x['reason']}", indent="    ")]
     for w in res.warnings:
         lines.append(paragraph(f"warning: {w}"))
     return "\n".join(lines) + "\n"
@@ -121,8 +123,9 @@ def run(args: argparse.Namespace) -> int:
     old = load_with_notes(args.old_graph) if args.old_graph else None
     flink_version = args.flink_version or (settings.flink_version if settings else None)
     allow = args.allow_non_restored_state or bool(settings and settings.allow_non_restored_state)
-    res = check_upgrade(savepoint, graph, hasher=args.hasher, matching=args.matching,
-                        allow_non_restored_state=allow, flink_version=flink_version, old_graph=old)
+    with graph_named(args.graph or args.deployment):
+        res = check_upgrade(savepoint, graph, hasher=args.hasher, matching=args.matching,
+                            allow_non_restored_state=allow, flink_version=flink_version, old_graph=old)
     if args.format == "json":
         text = json.dumps(res.to_json(), indent=2) + "\n"
     elif args.format == "html":
