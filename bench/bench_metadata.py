@@ -1,6 +1,6 @@
 """Benchmark: `_metadata` parsing, ours vs Flink's own loader, on two files Flink's code wrote.
 
-1. Throughput (goal, design §8: >= 200 MB/s). The input is a parallelism-128 savepoint (hashmap
+1. Throughput (goal, docs/performance.md: >= 200 MB/s). The input is a parallelism-128 savepoint (hashmap
    backend, keyed + operator list/union state, inline state handles) written by a real Flink 2.3 job
    in a MiniCluster via `python -m flink_bridge.generate_savepoints --large`.
 2. A 1,000-subtask job (goal: its metadata in under 1 s). The input is a canonical savepoint of

@@ -14,6 +14,13 @@ from hashing.errors import InputError
 SUPPORTED = ("1.18", "1.19", "1.20", "2.0", "2.1", "2.2", "2.3")
 DEFAULT = "2.3"
 
+# The `_metadata` format version each release writes (flink-internals.md §6.2, checked in the
+# release jars: `MetadataV4Serializer` in 1.16–1.20, V5 in 2.0, V6 in 2.1–2.3). A release reads
+# every version from OLDEST_READ_METADATA_VERSION up to the one it writes, and nothing newer:
+# 1.20 fails on a 2.x savepoint with "Unrecognized checkpoint version number: 6".
+_METADATA_VERSION_WRITTEN = {"1.18": 4, "1.19": 4, "1.20": 4, "2.0": 5, "2.1": 6, "2.2": 6, "2.3": 6}
+OLDEST_READ_METADATA_VERSION = 2  # v1 (Flink 1.2) is refused by every supported release
+
 
 @dataclass(frozen=True, order=True)
 class FlinkVersion:
@@ -39,3 +46,20 @@ class FlinkVersion:
     def rejects_empty_uid(self) -> bool:
         """2.0+ (FLINK-36001): `OperatorIDPair` refuses empty operator names and uids."""
         return self.major >= 2
+
+    @property
+    def metadata_version(self) -> int:
+        """The `_metadata` format version this release writes (and the newest it reads)."""
+        return _METADATA_VERSION_WRITTEN[str(self)]
+
+    def reads_metadata(self, version: int) -> bool:
+        """Whether this release reads format `version` (else "Unrecognized checkpoint version number")."""
+        return OLDEST_READ_METADATA_VERSION <= version <= self.metadata_version
+
+    def or_older_writer_of(self, metadata_version: int) -> FlinkVersion:
+        """The release line whose rules wrote a savepoint of this `_metadata` version, when that is older
+        than this one: a v4 savepoint was written by 1.x, whose rules (empty uids allowed) then applied.
+        Within a line the rules the hasher follows are the same, so the newest release of it stands in."""
+        if metadata_version <= 4 < self.metadata_version:
+            return FlinkVersion.parse("1.20")
+        return self

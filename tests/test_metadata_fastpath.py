@@ -1,10 +1,14 @@
-"""The reader's fast paths (common handle layouts, empty subtasks, the cached properties trailer,
-the direct-slot constructors) give exactly what the general reader gives: the same objects with
-the same computed sizes, or the same error at the same offset.
+"""The reader's fast layer (fast_reader.py, the cached properties trailer, the direct-slot
+constructors) gives exactly what the per-version definitions give: the same objects with the same
+computed sizes, or the same error at the same offset.
 
-Each input is parsed twice, once as shipped and once with the fast paths switched off, over the
-real Flink fixtures, synthetic files for the layouts the fixtures lack, and deterministic
-mutations (truncations, bit flips, overwritten counts and tags) of both.
+The check runs for every serializer version in the registry (`serializers.SERIALIZERS`), not a
+list written here: each input is parsed twice, as shipped and with `fast_paths=False`, over the
+real Flink fixtures of that version, synthetic files of that version (finished, empty, common and
+rare handle layouts, channel state, coordinator state, repeated indices), every truncation of
+them, and deterministic mutations (truncations, bit flips, overwritten counts and tags). A version
+registered later, without a fast reader of its own, is read by its own definition: the last tests
+register Flink's (unreleased) v7, which appends a field to every subtask.
 """
 
 from __future__ import annotations
@@ -13,14 +17,17 @@ import dataclasses
 import enum
 import random
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import upgrade_gate.flink.metadata.java_serialization as java_serialization
 import upgrade_gate.flink.metadata.serializers as serializers
-from tests.metadata_support import MetadataBuilder, fixture_dirs, header, v3_file
+from hashing.versions import SUPPORTED, FlinkVersion
+from tests.metadata_support import MetadataBuilder, fixture_dirs, header
 from upgrade_gate.flink.metadata import MetadataFormatError, parse_metadata
+from upgrade_gate.flink.metadata.fast_reader import V3_SUBTASK_LAYOUT, FastReader
 from upgrade_gate.flink.metadata.model import (
     ByteStreamStateHandle,
     KeyGroupRange,
@@ -30,8 +37,20 @@ from upgrade_gate.flink.metadata.model import (
     new_operator_state,
     new_subtask_state,
 )
+from upgrade_gate.flink.metadata.reader import BoundedReader
+from upgrade_gate.flink.metadata.serializers import SERIALIZERS, MetadataV6Serializer
+
+VERSIONS = sorted(SERIALIZERS)
+
+
+def _version_of(data: bytes) -> int:
+    return struct.unpack_from(">i", data, 4)[0]
+
 
 FIXTURE_FILES = [(d / "_metadata").read_bytes() for d in fixture_dirs()]
+FIXTURES_BY_VERSION = {v: [f for f in FIXTURE_FILES if _version_of(f) == v] for v in VERSIONS}
+# The Java-serialized `CheckpointProperties` at the end of a real v4+ file.
+PROPERTIES_TRAILER = next(f[f.rindex(b"\xac\xed\x00\x05"):] for f in FIXTURE_FILES if _version_of(f) >= 4)
 
 
 def _canon(o: Any) -> Any:
@@ -48,27 +67,30 @@ def _canon(o: Any) -> Any:
     return (type(o).__name__, o)
 
 
-def _outcome(data: bytes, base: str | None) -> Any:
+def _outcome(data: bytes, base: str | None, fast_paths: bool = True) -> Any:
     try:
-        return _canon(parse_metadata(data, "fp/_metadata", base))
+        return _canon(parse_metadata(data, "fp/_metadata", base, fast_paths=fast_paths))
     except MetadataFormatError as exc:
         return ("error", str(exc), exc.offset)
 
 
 def _general_outcome(data: bytes, base: str | None, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The definitions alone: no fast reader, no cached properties trailer."""
     with monkeypatch.context() as m:
-        m.setattr(serializers, "_fast_operator_head", lambda r: None)
-        m.setattr(serializers, "_fast_subtask", lambda data, pos, end, ctx: None)
         m.setattr(java_serialization, "_PROPERTIES_CACHE_MAX_BYTES", -1)
-        return _outcome(data, base)
+        return _outcome(data, base, fast_paths=False)
 
 
-def _assert_same(data: bytes, monkeypatch: pytest.MonkeyPatch, base: str | None = "/sp/dir/") -> Any:
+def _assert_same(data: bytes, monkeypatch: pytest.MonkeyPatch, base: str | None = "/sp/dir/",
+                 twice: bool = True) -> Any:
     general = _general_outcome(data, base, monkeypatch)
     assert _outcome(data, base) == general
-    assert _outcome(data, base) == general  # again, with the properties trailer cached
+    if twice:
+        assert _outcome(data, base) == general  # again, with the properties trailer cached
     return general
 
+
+# ---- a writer of each version's layout (flink-internals.md §6.3) ----------------------------
 
 def _operator_handle(delegate: bytes, tag: int = 4, names: tuple[str, ...] = ("s",)) -> bytes:
     b = MetadataBuilder().byte(tag).int(len(names))
@@ -93,71 +115,216 @@ NON_ASCII = MetadataBuilder().byte(1).utf("zustand-\u00e4").int(1).raw(b"x").byt
 SEGMENT = MetadataBuilder().byte(15).long(0).long(5).int(0).utf("/seg/file").utf("logical").bytes()
 
 
-def _subtask(managed_op: bytes | None = None, raw_op: bytes | None = None, managed_keyed: bytes = b"\0",
-             raw_keyed: bytes = b"\0", channels: bytes = bytes(8)) -> bytes:
+@dataclasses.dataclass(frozen=True)
+class Channel:
+    """One channel-state handle: `merged` ones exist from v6 on (FLINK-33734)."""
+
+    output: bool = False
+    merged: bool = False
+
+    def encode(self, version: int) -> bytes:
+        b = MetadataBuilder()
+        if version >= 6:
+            b.byte((4 if self.output else 3) if self.merged else (2 if self.output else 1))
+        if self.merged:
+            return b.int(1).long(5).raw(INLINE).int(3).raw(b"\x01\x02\x03").bytes()
+        return b.int(1).int(0).int(2).int(2).long(0).long(3).long(5).raw(INLINE).bytes()
+
+
+@dataclasses.dataclass(frozen=True)
+class Subtask:
+    """One subtask state, written in any version's layout (None where a version cannot hold it)."""
+
+    managed_op: bytes | None = None
+    raw_op: bytes | None = None
+    managed_keyed: bytes = b"\0"
+    raw_keyed: bytes = b"\0"
+    channels: tuple[Channel, ...] = ()
+    ref_checkpoint_id: int | None = None  # v7 only
+
+    def encode(self, version: int) -> bytes | None:
+        if (version < 3 and self.channels) or (version < 6 and any(c.merged for c in self.channels)):
+            return None
+        b = MetadataBuilder()
+        if version == 2:
+            b.long(-1).int(0)  # unused duration, no legacy operator state
+        for handle in (self.managed_op, self.raw_op):
+            b.int(0) if handle is None else b.int(1).raw(handle)
+        b.raw(self.managed_keyed).raw(self.raw_keyed)
+        if version >= 3:
+            for output in (False, True):
+                group = [c for c in self.channels if c.output == output]
+                b.int(len(group))
+                for c in group:
+                    b.raw(c.encode(version))
+        if version >= 7:  # Flink's MetadataV7Serializer: presence byte, then refCheckpointId
+            b.byte(0) if self.ref_checkpoint_id is None else b.byte(1).long(self.ref_checkpoint_id)
+        return b.bytes()
+
+
+FINISHED = None  # an entry "subtask i is finished" (v3+)
+
+
+def _operator(version: int, entries: list[tuple[int, Subtask | None]], *, parallelism: int = 4,
+              coordinator: bytes = b"\0", fully_finished: bool = False, name: str = "op", uid: str = "op-uid",
+              op_id: bytes = bytes(range(16))) -> bytes | None:
     b = MetadataBuilder()
-    for handle in (managed_op, raw_op):
-        b.int(0) if handle is None else b.int(1).raw(handle)
-    return b.raw(managed_keyed).raw(raw_keyed).raw(channels).bytes()
+    if version >= 5:
+        b.utf(name).utf(uid)
+    b.raw(op_id).int(parallelism).int(128)
+    if version == 2:
+        if fully_finished or coordinator != b"\0":
+            return None
+        b.int(1)  # chain length
+    else:
+        b.raw(coordinator)
+    if fully_finished:
+        return b.int(-1).bytes()
+    b.int(len(entries))
+    for index, subtask in entries:
+        if subtask is FINISHED:
+            if version == 2:
+                return None
+            b.int(-index - 1)
+            continue
+        body = subtask.encode(version)
+        if body is None:
+            return None
+        b.int(index).raw(body)
+    return b.bytes()
+
+
+def _file(version: int, operators: list[bytes | None]) -> bytes | None:
+    if any(op is None for op in operators):
+        return None
+    b = header(version).long(7).int(0).int(len(operators))
+    for op in operators:
+        b.raw(op)  # type: ignore[arg-type]
+    return b.raw(PROPERTIES_TRAILER if version >= 4 else b"").bytes()
 
 
 SYNTHETIC_SUBTASKS = [
-    _subtask(managed_op=_operator_handle(INLINE)),
-    _subtask(managed_op=_operator_handle(FILE, names=("a", "b", "c")), raw_op=_operator_handle(RELATIVE)),
-    _subtask(managed_op=_operator_handle(INLINE, names=())),
-    _subtask(managed_op=b"\0"),  # a present-flag with a null handle
-    _subtask(raw_op=_operator_handle(NON_ASCII)),
-    _subtask(managed_op=_operator_handle(INLINE, names=("zustand-\u00e4",))),
-    _subtask(managed_op=_operator_handle(MetadataBuilder().byte(16).bytes(), tag=17)),
-    _subtask(managed_keyed=_keyed_handle(7, RELATIVE)),
-    _subtask(managed_keyed=_keyed_handle(3, INLINE), raw_keyed=_keyed_handle(12, FILE, "handle-id")),
-    _subtask(managed_keyed=_keyed_handle(12, SEGMENT, "id")),
-    _subtask(managed_keyed=_keyed_handle(3, _keyed_handle(3, INLINE))),  # nested key-groups delegate
-    _subtask(managed_keyed=_keyed_handle(7, b"\0")),
-    _subtask(managed_op=_operator_handle(INLINE), channels=MetadataBuilder().int(1).int(1).int(0).int(0).int(0)
-             .long(5).raw(INLINE).int(0).bytes()),
+    Subtask(),  # empty
+    Subtask(managed_op=_operator_handle(INLINE)),
+    Subtask(managed_op=_operator_handle(FILE, names=("a", "b", "c")), raw_op=_operator_handle(RELATIVE)),
+    Subtask(managed_op=_operator_handle(INLINE, names=())),
+    Subtask(managed_op=b"\0"),  # a present-flag with a null handle
+    Subtask(raw_op=_operator_handle(NON_ASCII)),
+    Subtask(managed_op=_operator_handle(INLINE, names=("zustand-\u00e4",))),
+    Subtask(managed_op=_operator_handle(MetadataBuilder().byte(16).bytes(), tag=17)),
+    Subtask(managed_keyed=_keyed_handle(7, RELATIVE)),
+    Subtask(managed_keyed=_keyed_handle(3, INLINE), raw_keyed=_keyed_handle(12, FILE, "handle-id")),
+    Subtask(managed_keyed=_keyed_handle(12, SEGMENT, "id")),
+    Subtask(managed_keyed=_keyed_handle(3, _keyed_handle(3, INLINE))),  # nested key-groups delegate
+    Subtask(managed_keyed=_keyed_handle(7, b"\0")),
+    Subtask(managed_op=_operator_handle(INLINE), channels=(Channel(),)),
+    Subtask(channels=(Channel(), Channel(output=True), Channel(output=True))),
+    Subtask(managed_keyed=_keyed_handle(7, RELATIVE), channels=(Channel(merged=True), Channel(True, True))),
 ]
 
 
-def _properties_trailer() -> bytes:
-    """The Java-serialized `CheckpointProperties` at the end of a real v4+ file."""
-    data = FIXTURE_FILES[-1]
-    return data[data.rindex(b"\xac\xed\x00\x05"):]
+def synthetic_files(version: int) -> list[bytes]:
+    """Files of `version` holding every synthetic subtask its layout can express."""
+    files = [_file(version, [_operator(version, [(0, s)])]) for s in SYNTHETIC_SUBTASKS]
+    common, rare = SYNTHETIC_SUBTASKS[1], SYNTHETIC_SUBTASKS[5]
+    files += [
+        # coordinator state; finished, empty, common and rare subtasks in one operator; a fully
+        # finished operator; a repeated index (the later entry wins, the first position stays)
+        _file(version, [_operator(version, [(3, FINISHED), (2, Subtask()), (1, common), (0, rare)],
+                                  coordinator=INLINE),
+                        _operator(version, [], fully_finished=True, op_id=bytes(range(1, 17)))]),
+        _file(version, [_operator(version, [(2, Subtask()), (0, common), (1, Subtask()), (2, rare)]),
+                        _operator(version, [(0, FINISHED), (1, common)], op_id=bytes(range(2, 18)))]),
+        _file(version, [_operator(version, [(i, common if i % 3 else Subtask()) for i in range(64)],
+                                  parallelism=64)]),
+    ]
+    return [f for f in files if f is not None]
 
 
-def _synthetic_files() -> list[bytes]:
-    files = [v3_file(body) for body in SYNTHETIC_SUBTASKS]
-    files += [v3_file(body, version=5, trailer=_properties_trailer()) for body in SYNTHETIC_SUBTASKS]
-    # two operators: one with coordinator state, finished and empty subtasks; one fully finished
-    b = header(3).long(7).int(0).int(2)
-    b.raw(bytes(16)).int(3).int(128).raw(INLINE).int(3).int(-1).int(2).raw(bytes(18)).int(1)
-    b.raw(SYNTHETIC_SUBTASKS[0])
-    b.raw(bytes(range(16))).int(1).int(128).byte(0).int(-1)
-    files.append(b.bytes())
-    return files
+SYNTHETIC_BY_VERSION = {v: synthetic_files(v) for v in VERSIONS}
 
 
-SYNTHETIC_FILES = _synthetic_files()
+def _truncations(data: bytes) -> Iterator[bytes]:
+    """Every prefix of the first 800 bytes, then every 13th up to the properties trailer and every
+    61st in it (the long files repeat the short ones' subtasks; the trailer has its own tests)."""
+    body = len(data) - len(PROPERTIES_TRAILER) + 8 if _version_of(data) >= 4 else len(data)
+    yield from (data[:n] for n in range(min(body, 800)))
+    yield from (data[:n] for n in range(800, body, 13))
+    yield from (data[:n] for n in range(body, len(data), 61))
 
 
-@pytest.mark.parametrize("i", range(len(FIXTURE_FILES)))
-def test_fixtures_read_the_same_with_and_without_fast_paths(i: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _assert_same(FIXTURE_FILES[i], monkeypatch)[0] != "error"
-    _assert_same(FIXTURE_FILES[i], monkeypatch, base=None)
+# ---- every registered version ------------------------------------------------------------
+
+def test_the_registry_holds_what_the_newest_release_reads() -> None:
+    newest = FlinkVersion.parse(max(SUPPORTED, key=lambda v: tuple(map(int, v.split(".")))))
+    assert [v for v in VERSIONS if newest.reads_metadata(v)] == VERSIONS
 
 
-@pytest.mark.parametrize("i", range(len(SYNTHETIC_FILES)))
-def test_synthetic_layouts_read_the_same(i: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    data = SYNTHETIC_FILES[i]
-    _assert_same(data, monkeypatch)
-    _assert_same(data, monkeypatch, base=None)
-    for n in range(len(data)):
-        _assert_same(data[:n], monkeypatch)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_registered_version_has_inputs(version: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real fixtures for each version a supported release writes (and v3, derived from 1.20's v4 by
+    flink_bridge/generate_savepoints.py); readable synthetic files for every version."""
+    if any(FlinkVersion.parse(r).metadata_version == version for r in SUPPORTED) or version == 3:
+        assert FIXTURES_BY_VERSION[version], f"no Flink-written fixture of format v{version}"
+    files = SYNTHETIC_BY_VERSION[version]
+    assert len(files) >= 10 and all(_version_of(f) == version for f in files)
+    assert all(_general_outcome(f, "/sp/", monkeypatch)[0] != "error" for f in files)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fixtures_read_the_same_with_and_without_fast_paths(version: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    for data in FIXTURES_BY_VERSION[version]:
+        assert _assert_same(data, monkeypatch)[0] != "error"
+        _assert_same(data, monkeypatch, base=None)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_synthetic_layouts_read_the_same(version: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    for data in SYNTHETIC_BY_VERSION[version]:
+        assert _assert_same(data, monkeypatch)[0] != "error"
+        _assert_same(data, monkeypatch, base=None)
+        for prefix in _truncations(data):
+            _assert_same(prefix, monkeypatch, twice=False)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_declared_fast_reader_is_the_one_used(version: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading follows the declaration: the declared reader is called (unless `fast_paths=False`),
+    so the equivalence tests above compare it and not something else."""
+    serializer = SERIALIZERS[version]
+    declared = type(serializer).FAST_READER
+    if declared is None:  # its definition alone reads it: no fast reader may run, even one for other versions
+        def refuse(*_: Any, **__: Any) -> Any:
+            raise AssertionError(f"a fast reader ran on v{version}, which declares none")
+
+        monkeypatch.setattr(type(V3_SUBTASK_LAYOUT), "read_subtasks", refuse)
+        monkeypatch.setattr(type(V3_SUBTASK_LAYOUT), "operator_head", refuse)
+        for data in SYNTHETIC_BY_VERSION[version]:
+            parse_metadata(data, "fp/_metadata", "/sp/")
+        return
+    assert version in declared.versions
+    calls: list[int] = []
+
+    class Counting(FastReader):
+        def operator_head(self, r: BoundedReader) -> tuple[bytes, int, int, int] | None:
+            return declared.operator_head(r)
+
+        def read_subtasks(self, serializer, r, ctx, parallelism, n):  # type: ignore[no-untyped-def]
+            calls.append(n)
+            return declared.read_subtasks(serializer, r, ctx, parallelism, n)
+
+    monkeypatch.setattr(serializer, "FAST_READER", Counting("counting", declared.versions))
+    for data in SYNTHETIC_BY_VERSION[version]:
+        parse_metadata(data, "fp/_metadata", "/sp/", fast_paths=False)
+    assert not calls
+    for data in SYNTHETIC_BY_VERSION[version]:
+        parse_metadata(data, "fp/_metadata", "/sp/")
+    assert len(calls) >= len(SYNTHETIC_BY_VERSION[version])
 
 
 def _mutants(seed: int, count: int) -> list[bytes]:
     rnd = random.Random(seed)
-    sources = FIXTURE_FILES + SYNTHETIC_FILES
+    sources = FIXTURE_FILES + [f for v in VERSIONS for f in SYNTHETIC_BY_VERSION[v]]
     out = []
     for _ in range(count):
         d = bytearray(rnd.choice(sources))
@@ -181,6 +348,72 @@ def test_mutants_give_the_same_result_or_error(seed: int, monkeypatch: pytest.Mo
     for data in _mutants(seed, 250):
         _assert_same(data, monkeypatch)
 
+
+# ---- a version registered later ------------------------------------------------------------
+
+class MetadataV7Serializer(MetadataV6Serializer):
+    """Flink's `MetadataV7Serializer` (in apache/flink, in no release up to 2.3): v6 plus a presence
+    byte and an optional `refCheckpointId` long after every subtask state. It declares no fast reader."""
+
+    VERSION = 7
+
+    def read_subtask_state(self, r: BoundedReader, ctx):  # type: ignore[no-untyped-def]
+        state = super().read_subtask_state(r, ctx)
+        if r.read_byte("refCheckpointId marker") == 1:
+            r.read_long("refCheckpointId")
+        return state
+
+
+@pytest.fixture
+def v7(monkeypatch: pytest.MonkeyPatch) -> serializers.MetadataV2V3SerializerBase:
+    monkeypatch.setattr(serializers, "SERIALIZERS", dict(SERIALIZERS))
+    serializers.register(MetadataV7Serializer)
+    return serializers.SERIALIZERS[7]
+
+
+def _v6_and_v7_pairs(ref: int | None) -> list[tuple[bytes, bytes]]:
+    """Each synthetic subtask, with a finished and an empty one, as a v6 file and as a v7 file
+    whose subtasks carry `ref` as refCheckpointId: the same operators, one more field per subtask."""
+    pairs = []
+    for s in SYNTHETIC_SUBTASKS:
+        files = [_file(v, [_operator(v, [(0, dataclasses.replace(s, ref_checkpoint_id=ref)), (2, FINISHED),
+                                         (1, Subtask(ref_checkpoint_id=ref))])]) for v in (6, 7)]
+        assert files[0] is not None and files[1] is not None
+        pairs.append((files[0], files[1]))
+    return pairs
+
+
+@pytest.mark.parametrize("ref", [None, 41])
+def test_a_new_version_without_a_fast_reader_reads_through_its_own_definition(
+        v7: serializers.MetadataV2V3SerializerBase, ref: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert type(v7).FAST_READER is None  # v6 declares one; v7 does not inherit it
+    for data6, data7 in _v6_and_v7_pairs(ref):
+        read6 = parse_metadata(data6, "fp/_metadata", "/sp/")
+        read7 = parse_metadata(data7, "fp/_metadata", "/sp/")
+        assert read7.version == 7 and _canon(read7.operator_states) == _canon(read6.operator_states)
+        _assert_same(data7, monkeypatch)
+
+
+def test_the_v3_fast_reader_would_misread_v7_and_the_equivalence_check_sees_it(
+        v7: serializers.MetadataV2V3SerializerBase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trap the per-version declaration closes: v6's fast reader on v7 subtasks goes wrong, and
+    comparing with the definition (what the tests above do for every version) catches it."""
+    pairs = _v6_and_v7_pairs(None)
+    slow = [_outcome(data7, "/sp/", fast_paths=False) for _, data7 in pairs]
+    monkeypatch.setattr(v7, "FAST_READER", V3_SUBTASK_LAYOUT)
+    fast = [_outcome(data7, "/sp/") for _, data7 in pairs]
+    assert all(s[0] != "error" for s in slow)
+    assert sum(f != s for f, s in zip(fast, slow, strict=True)) >= len(pairs) // 2
+
+
+def test_a_fast_reader_cannot_be_declared_for_a_version_it_was_not_written_for() -> None:
+    with pytest.raises(TypeError, match="not written for that version"):
+        class Wrong(MetadataV6Serializer):
+            VERSION = 7
+            FAST_READER = V3_SUBTASK_LAYOUT
+
+
+# ---- the other fast paths ------------------------------------------------------------------
 
 def test_trailing_bytes_after_a_cached_trailer_are_reported_alike(monkeypatch: pytest.MonkeyPatch) -> None:
     data = max(FIXTURE_FILES, key=len)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hashing.versions import SUPPORTED, FlinkVersion
 from tests.metadata_support import (
     EXPECTED_VERSION,
     FIXTURES,
@@ -24,7 +25,7 @@ from tests.metadata_support import (
     template,
     v3_file,
 )
-from upgrade_gate.flink.metadata import parse_metadata, to_json
+from upgrade_gate.flink.metadata import MetadataFormatError, parse_metadata, to_json
 from upgrade_gate.flink.metadata.model import (
     IncrementalRemoteKeyedStateHandle,
     KeyGroupsSavepointStateHandle,
@@ -55,6 +56,8 @@ def test_reader_equals_flink_view(d: Path) -> None:
 def test_version_and_inspect_fields(d: Path) -> None:
     doc = to_json(load_savepoint(str(d / "_metadata")))
     assert doc["version"] == (3 if d.name.startswith("v3-") else EXPECTED_VERSION[d.parent.name])
+    if not d.name.startswith("v3-"):  # the release table agrees with what that Flink release wrote
+        assert FlinkVersion.parse(d.parent.name).metadata_version == doc["version"]
     assert set(doc) == {"version", "checkpoint_id", "properties", "operators"}
     for op in doc["operators"]:
         assert set(op) == {"operator_id", "name", "uid", "parallelism", "max_parallelism", "fully_finished",
@@ -144,3 +147,28 @@ def test_v5_absent_name_and_uid_are_none() -> None:
     with pytest.raises(Exception, match="Java serialization header"):
         parse_metadata(data, "v5")  # v5 requires the properties trailer
     assert FIXTURES.is_dir()
+
+
+def test_which_release_reads_and_writes_which_metadata_version() -> None:
+    """flink-internals.md §6.2: 1.x writes v4, 2.0 v5, 2.1+ v6; a release reads v2 up to what it writes."""
+    written = {r: FlinkVersion.parse(r).metadata_version for r in SUPPORTED}
+    assert written == {"1.18": 4, "1.19": 4, "1.20": 4, "2.0": 5, "2.1": 6, "2.2": 6, "2.3": 6}
+    for release, newest in written.items():
+        v = FlinkVersion.parse(release)
+        assert [n for n in range(0, 9) if v.reads_metadata(n)] == list(range(2, newest + 1)), release
+    assert not FlinkVersion.parse("1.20").reads_metadata(6) and FlinkVersion.parse("2.3").reads_metadata(4)
+
+
+def test_our_reader_reads_what_the_newest_release_reads_and_no_more() -> None:
+    """The serializer registry and the release table agree: a file of every version the newest
+    supported release reads parses; any other version is refused with Flink's message."""
+    newest = FlinkVersion.parse(max(SUPPORTED, key=lambda r: tuple(map(int, r.split(".")))))
+    v4 = next((d / "_metadata").read_bytes() for d in DIRS if d.parent.name == "1.20.5" and d.name[:3] != "v3-")
+    trailer = v4[v4.rindex(b"\xac\xed\x00\x05"):]  # a v4+ file ends in its Java-serialized properties
+    for version in range(0, 10):
+        data = header(version).long(1).int(0).int(0).raw(trailer if version >= 4 else b"").bytes()
+        if newest.reads_metadata(version):
+            assert parse_metadata(data, "v").version == version
+        else:
+            with pytest.raises(MetadataFormatError, match=r"Unrecognized checkpoint version|no longer supported"):
+                parse_metadata(data, "v")

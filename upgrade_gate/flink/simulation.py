@@ -17,12 +17,12 @@ from upgrade_gate.flink.assignment.load_validation import LoadResult, load_and_v
 from upgrade_gate.flink.assignment.state_assignment import Assignment, assign_states
 from upgrade_gate.flink.metadata.model import CheckpointMetadata
 
+__all__ = ["Simulation", "max_metadata_version", "simulate"]
+
 
 def max_metadata_version(version: FlinkVersion) -> int:
-    """Newest `_metadata` format a release reads: 1.x v4, 2.0 v5, 2.1+ v6 (flink-internals.md §6.2)."""
-    if version.major < 2:
-        return 4
-    return 5 if version.minor == 0 else 6
+    """Newest `_metadata` format a release reads; the rule is `FlinkVersion`'s (hashing/versions.py)."""
+    return version.metadata_version
 
 
 @dataclass
@@ -38,7 +38,7 @@ def simulate(metadata: CheckpointMetadata, graph: StreamGraph, ids: OperatorIds,
     vertices = execution_job_vertices(ids, graph.by_id)
     load = None
     try:
-        if metadata.version > max_metadata_version(ids.flink_version):
+        if not ids.flink_version.reads_metadata(metadata.version):
             raise unreadable_version(metadata.version)
         load = load_and_validate(metadata, vertices, pointer, allow_non_restored_state)
         assignment = assign_states(load, vertices, graph, matching, ids.hasher)

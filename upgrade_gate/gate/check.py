@@ -187,7 +187,7 @@ def _evaluate(metadata: CheckpointMetadata, side: misrouting.GraphSide, hasher: 
     if shown.assignment is not None:
         old_ids = []
         if old is not None:
-            old_version = FlinkVersion.parse("1.20") if metadata.version <= 4 else version
+            old_version = version.or_older_writer_of(metadata.version)
             old_ids = [compute_operator_ids(old.graph, h, old_version) for h in dict.fromkeys(("v2", hasher))]
         wrong, notes = misrouting.find(metadata, shown.assignment, side, old, old_ids)
         found = findings.merge_misrouting(found, wrong, notes)

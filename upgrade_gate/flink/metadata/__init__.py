@@ -2,7 +2,9 @@
 
 Layout follows Flink's `org.apache.flink.runtime.checkpoint.metadata` package: a bounded binary
 reader, per-version serializers looked up by version, handle deserializers, and a model whose
-sizes equal Flink's `getStateSize()`.
+sizes equal Flink's `getStateSize()`. `fast_reader.py` is an optimisation declared per serializer
+version and checked against the serializers (tests/test_metadata_fastpath.py); which Flink
+release reads which format version is `hashing.versions.FlinkVersion`'s rule.
 """
 
 from upgrade_gate.flink.metadata.checkpoints import METADATA_FILE_NAME, parse_metadata

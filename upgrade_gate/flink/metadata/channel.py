@@ -20,6 +20,10 @@ from upgrade_gate.flink.metadata.model import (
 )
 from upgrade_gate.flink.metadata.reader import BoundedReader
 
+__all__ = ["INPUT_CHANNEL_STATE_HANDLE", "MERGED_INPUT_CHANNEL_STATE_HANDLE",
+           "MERGED_RESULT_SUBPARTITION_STATE_HANDLE", "RESULT_SUBPARTITION_STATE_HANDLE", "ChannelReader",
+           "ChannelStateHandleSerializerV1", "ChannelStateHandleSerializerV2"]
+
 INPUT_CHANNEL_STATE_HANDLE = 1
 RESULT_SUBPARTITION_STATE_HANDLE = 2
 MERGED_INPUT_CHANNEL_STATE_HANDLE = 3

@@ -15,12 +15,19 @@ from upgrade_gate.flink.metadata.model import CheckpointMetadata
 from upgrade_gate.flink.metadata.reader import BoundedReader
 from upgrade_gate.flink.metadata.serializers import get_serializer
 
+__all__ = ["HEADER_MAGIC_NUMBER", "METADATA_FILE_NAME", "parse_metadata"]
+
 HEADER_MAGIC_NUMBER = 0x4960672D
 METADATA_FILE_NAME = "_metadata"
 
 
-def parse_metadata(data: bytes, source: str = METADATA_FILE_NAME, base_dir: str | None = None) -> CheckpointMetadata:
-    """Read a complete `_metadata` file. `base_dir` resolves relative file handles (the snapshot dir)."""
+def parse_metadata(data: bytes, source: str = METADATA_FILE_NAME, base_dir: str | None = None, *,
+                   fast_paths: bool = True) -> CheckpointMetadata:
+    """Read a complete `_metadata` file. `base_dir` resolves relative file handles (the snapshot dir).
+
+    `fast_paths=False` reads with the per-version definitions only; the result is the same (the
+    fast readers are an optimisation, tests/test_metadata_fastpath.py compares both).
+    """
     data = bytes(data)
     if len(data) < 8:
         raise MetadataFormatError(source, len(data), f"truncated: expected magic number and version (8 bytes), "
@@ -33,7 +40,7 @@ def parse_metadata(data: bytes, source: str = METADATA_FILE_NAME, base_dir: str 
                        f"savepoint metadata file. Expected 0x4960672d, found {magic & 0xFFFFFFFF:#010x}")
     serializer = get_serializer(version, source, 4)
     r = BoundedReader(data, source, 8)
-    metadata = serializer.deserialize(r, DeserializationContext(base_dir))
+    metadata = serializer.deserialize(r, DeserializationContext(base_dir, fast_paths))
     if r.remaining():
         r.fail(f"trailing bytes: {r.remaining()} bytes after the end of the version-{version} metadata")
     return metadata

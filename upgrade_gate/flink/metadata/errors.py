@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from hashing.errors import InputError
 
+__all__ = ["MetadataFormatError"]
+
 
 class MetadataFormatError(InputError):
     """A `_metadata` file (or object) that is truncated, foreign or corrupt."""

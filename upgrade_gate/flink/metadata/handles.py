@@ -2,12 +2,12 @@
 
 Tags are Flink's constants. Stream-handle tags are read with `read()` (unsigned), keyed and
 operator handle tags with `readByte()` (signed), as Flink does. Relative file handles are
-resolved against the snapshot's directory (`DeserializationContext`).
+resolved against the snapshot's directory (`DeserializationContext`). These functions define
+every handle layout; fast_reader.py reads the common ones faster and is checked against them.
 """
 
 from __future__ import annotations
 
-import struct
 import uuid
 
 from upgrade_gate.flink.metadata.model import (
@@ -33,6 +33,14 @@ from upgrade_gate.flink.metadata.model import (
     StreamStateHandle,
 )
 from upgrade_gate.flink.metadata.reader import BoundedReader
+
+__all__ = ["BYTE_STREAM_STATE_HANDLE", "CHANGELOG_BYTE_INCREMENT_HANDLE", "CHANGELOG_FILE_INCREMENT_HANDLE",
+           "CHANGELOG_FILE_INCREMENT_HANDLE_V2", "CHANGELOG_HANDLE", "CHANGELOG_HANDLE_V2",
+           "EMPTY_SEGMENT_FILE_HANDLE", "FILE_STREAM_STATE_HANDLE", "INCREMENTAL_KEY_GROUPS_HANDLE",
+           "INCREMENTAL_KEY_GROUPS_HANDLE_V2", "KEY_GROUPS_HANDLE", "KEY_GROUPS_HANDLE_V2", "NULL_HANDLE",
+           "PARTITIONABLE_OPERATOR_STATE_HANDLE", "RELATIVE_STREAM_STATE_HANDLE", "SAVEPOINT_KEY_GROUPS_HANDLE",
+           "SEGMENT_FILE_HANDLE", "SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE", "DeserializationContext",
+           "read_key_group_range", "read_keyed_handle", "read_operator_handle", "read_stream_handle"]
 
 NULL_HANDLE = 0
 BYTE_STREAM_STATE_HANDLE = 1
@@ -61,15 +69,17 @@ _MAX_DEPTH = 8  # nesting of stream handles (key-groups delegate) and changelog 
 class DeserializationContext:
     """Resolves relative paths against the snapshot directory, as Flink's context does."""
 
-    __slots__ = ("_prefix", "base")
+    __slots__ = ("base", "fast_paths", "prefix")
 
-    def __init__(self, base: str | None) -> None:
+    def __init__(self, base: str | None, fast_paths: bool = True) -> None:
         self.base = base
         # computed once: every relative handle of the file is resolved against the same directory
-        self._prefix = None if base is None else base.rstrip("/") + "/"
+        self.prefix = None if base is None else base.rstrip("/") + "/"
+        # False: every byte is read by the per-version definitions alone (see fast_reader.py)
+        self.fast_paths = fast_paths
 
     def resolve(self, relative: str) -> str | None:
-        prefix = self._prefix
+        prefix = self.prefix
         if prefix is None:
             return None
         return prefix + relative
@@ -257,150 +267,3 @@ def read_operator_handle(r: BoundedReader, ctx: DeserializationContext) -> Opera
         r.fail("expected a segment file handle as delegate of a file-merging operator state handle", d_at)
     return FileMergingOperatorStreamStateHandle(states, delegate, task_owned, shared, empty)
 
-
-# ---- fast paths -------------------------------------------------------------------------
-# Nearly every handle in a real savepoint has one of a few layouts: an operator-state handle (tag
-# 4) with ASCII state names over an inline or file delegate, a key-groups handle over a
-# (relative) file. The functions below read those layouts straight from `data` with local
-# variables instead of one reader call (and one `what=` string) per field. They never raise and
-# never report: they return `(handle, new_pos)`, or None as soon as anything is unusual (a rarer
-# tag, non-ASCII text, a count or length that does not fit in the bytes left), and the caller
-# then reads the same bytes again with the general functions above, which give the same result
-# or the exact error message. Every count is checked against `end - pos` before it is used.
-
-_INT_AT = struct.Struct(">i").unpack_from
-_LONG_AT = struct.Struct(">q").unpack_from
-_TWO_INTS_AT = struct.Struct(">ii").unpack_from
-_unpack_from = struct.unpack_from
-
-
-def _longs_at(data: bytes, pos: int, k: int) -> tuple[int, ...]:
-    """`k` longs at `pos`; the caller has checked `0 <= k` and `8 * k <= end - pos`."""
-    if k == 0:
-        return ()
-    if k == 1:
-        return _LONG_AT(data, pos)
-    return _unpack_from(f">{k}q", data, pos)
-
-
-def _ascii_utf_at(data: bytes, pos: int, end: int) -> tuple[str, int] | None:
-    """A `writeUTF` string at `pos` that is all there and ASCII: (text, offset after it), else None."""
-    if end - pos < 2:
-        return None
-    stop = pos + 2 + (data[pos] << 8 | data[pos + 1])
-    if stop > end:
-        return None
-    raw = data[pos + 2:stop]
-    return (raw.decode("ascii"), stop) if raw.isascii() else None
-
-
-def fast_stream_handle(data: bytes, pos: int, end: int,
-                       ctx: DeserializationContext) -> tuple[StreamStateHandle | None, int] | None:
-    """Tags 0, 1, 2 and 6 (what `read_stream_handle` reads at depth > 0 falls back as well)."""
-    if pos >= end:
-        return None
-    tag = data[pos]
-    pos += 1
-    if tag == NULL_HANDLE:
-        return None, pos
-    if tag == BYTE_STREAM_STATE_HANDLE:
-        text = _ascii_utf_at(data, pos, end)
-        if text is None or end - text[1] < 4:
-            return None
-        name, stop = text
-        n = _INT_AT(data, stop)[0]
-        pos = stop + 4
-        if n < 0 or n > end - pos:
-            return None
-        return ByteStreamStateHandle(name, data[pos:pos + n]), pos + n
-    if tag == RELATIVE_STREAM_STATE_HANDLE:
-        prefix = ctx._prefix
-        text = _ascii_utf_at(data, pos, end) if prefix is not None else None
-        if text is None or end - text[1] < 8:
-            return None
-        relative, stop = text
-        return RelativeFileStateHandle(prefix + relative, relative, _LONG_AT(data, stop)[0]), stop + 8
-    if tag == FILE_STREAM_STATE_HANDLE:
-        if end - pos < 10:
-            return None
-        size = _LONG_AT(data, pos)[0]
-        text = _ascii_utf_at(data, pos + 8, end)
-        if text is None:
-            return None
-        return FileStateHandle(text[0], size), text[1]
-    return None
-
-
-def fast_keyed_handle(data: bytes, pos: int, end: int,
-                      ctx: DeserializationContext) -> tuple[KeyedStateHandle | None, int] | None:
-    """Tags 0, 3, 7 and 12 (key-groups handles) over a delegate `fast_stream_handle` reads."""
-    if pos >= end:
-        return None
-    tag = data[pos]
-    pos += 1
-    if tag == NULL_HANDLE:
-        return None, pos
-    if tag == SAVEPOINT_KEY_GROUPS_HANDLE:
-        cls: type[KeyGroupsStateHandle] = KeyGroupsSavepointStateHandle
-    elif tag in (KEY_GROUPS_HANDLE, KEY_GROUPS_HANDLE_V2):
-        cls = KeyGroupsStateHandle
-    else:
-        return None
-    if end - pos < 8:
-        return None
-    start, num = _TWO_INTS_AT(data, pos)
-    pos += 8
-    if start < 0 or num < 0 or start + num - 1 > 0x7FFFFFFF or num * 8 > end - pos:
-        return None
-    offsets = _longs_at(data, pos, num)
-    found = fast_stream_handle(data, pos + 8 * num, end, ctx)
-    if found is None:
-        return None
-    delegate, pos = found
-    handle_id = None
-    if tag == KEY_GROUPS_HANDLE_V2:
-        text = _ascii_utf_at(data, pos, end)
-        if text is None:
-            return None
-        handle_id, pos = text
-    rng = KeyGroupRange(start, start + num - 1) if num > 0 else EMPTY_KEY_GROUP_RANGE
-    return cls(rng, offsets, delegate, handle_id), pos
-
-
-def fast_operator_handle(data: bytes, pos: int, end: int,
-                         ctx: DeserializationContext) -> tuple[OperatorStreamStateHandle | None, int] | None:
-    """Tags 0 and 4 with ASCII state names, over a delegate `fast_stream_handle` reads."""
-    if pos >= end:
-        return None
-    tag = data[pos]
-    pos += 1
-    if tag == NULL_HANDLE:
-        return None, pos
-    if tag != PARTITIONABLE_OPERATOR_STATE_HANDLE or end - pos < 4:
-        return None
-    n = _INT_AT(data, pos)[0]
-    pos += 4
-    if n < 0 or n * 7 > end - pos:
-        return None
-    states: dict[str, StateMetaInfo] = {}
-    modes = _MODES
-    for _ in range(n):
-        if end - pos < 2:
-            return None
-        stop = pos + 2 + (data[pos] << 8 | data[pos + 1])
-        if end - stop < 5:
-            return None
-        name = data[pos + 2:stop]
-        mode = data[stop]
-        if mode > 2 or not name.isascii():
-            return None
-        k = _INT_AT(data, stop + 1)[0]
-        pos = stop + 5
-        if k < 0 or k * 8 > end - pos:
-            return None
-        states[name.decode("ascii")] = StateMetaInfo(_longs_at(data, pos, k), modes[mode])
-        pos += 8 * k
-    found = fast_stream_handle(data, pos, end, ctx)
-    if found is None:
-        return None
-    return OperatorStreamStateHandle(states, found[0]), found[1]

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from upgrade_gate.flink.metadata.model import CheckpointProperties
 from upgrade_gate.flink.metadata.reader import BoundedReader, decode_modified_utf8
 
+__all__ = ["PROPERTIES_CLASS", "STREAM_MAGIC", "STREAM_VERSION", "JavaClassDesc", "JavaEnum", "JavaObject",
+           "JavaStreamReader", "read_checkpoint_properties"]
+
 STREAM_MAGIC = 0xACED
 STREAM_VERSION = 5
 TC_NULL, TC_REFERENCE, TC_CLASSDESC, TC_OBJECT, TC_STRING, TC_ARRAY, TC_CLASS = range(0x70, 0x77)

@@ -1,4 +1,4 @@
-"""The `inspect` JSON (design §4.2) and, with `detail=True`, every handle as Flink's oracle dumps it."""
+"""The `inspect` JSON (docs/design.md, Contracts) and, with `detail=True`, every handle as Flink's oracle dumps it."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from upgrade_gate.flink.metadata.model import (
     OperatorSubtaskState,
     RelativeFileStateHandle,
 )
+
+__all__ = ["properties_json", "to_json"]
 
 
 def _range(r: KeyGroupRange) -> list[int]:

@@ -11,6 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import Enum
 
+__all__ = ["EMPTY_KEY_GROUP_RANGE", "FINISHED_SUBTASK", "ByteStreamStateHandle", "ChangelogStateBackendHandleImpl",
+           "ChangelogStateHandleStreamImpl", "CheckpointMetadata", "CheckpointProperties",
+           "EmptySegmentFileStateHandle", "FileMergingOperatorStreamStateHandle", "FileStateHandle",
+           "HandleAndLocalPath", "InMemoryChangelogStateHandle", "IncrementalRemoteKeyedStateHandle",
+           "InputChannelStateHandle", "InputStateHandle", "KeyGroupRange", "KeyGroupsSavepointStateHandle",
+           "KeyGroupsStateHandle", "KeyedStateHandle", "MasterState", "MergedInputChannelStateHandle",
+           "MergedResultSubpartitionStateHandle", "Mode", "OperatorState", "OperatorStateHandle",
+           "OperatorStreamStateHandle", "OperatorSubtaskState", "OutputStateHandle", "RelativeFileStateHandle",
+           "ResultSubpartitionStateHandle", "SegmentFileStateHandle", "StateMetaInfo", "StreamStateHandle",
+           "new_operator_state", "new_subtask_state"]
+
 
 class Mode(Enum):
     """`OperatorStateHandle.Mode`, by ordinal."""

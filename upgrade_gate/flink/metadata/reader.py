@@ -12,6 +12,8 @@ from typing import NoReturn
 
 from upgrade_gate.flink.metadata.errors import MetadataFormatError
 
+__all__ = ["BoundedReader", "decode_modified_utf8"]
+
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">H")

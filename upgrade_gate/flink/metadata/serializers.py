@@ -3,21 +3,23 @@
 `MetadataV2V3SerializerBase` holds the shared body (checkpoint id, master states, subtask
 states); each version overrides what it changed: v2 (1.3–1.10) vestigial fields, v3 (1.11)
 coordinator state, channel state and finished markers, v4 (1.16) the properties trailer, v5
-(2.0) operator name and uid, v6 (2.1) typed/merged channel handles.
+(2.0) operator name and uid, v6 (2.1) typed/merged channel handles. These methods are the one
+definition of each layout. A version may also declare a fast reader (`FAST_READER`, see
+fast_reader.py) for its common subtasks; a version that declares none is read by these methods
+alone, whatever its parent class declared. Which Flink release writes and reads which version is
+`hashing.versions.FlinkVersion`'s rule, not this module's.
 """
 
 from __future__ import annotations
 
-import struct
 from abc import ABC, abstractmethod
+from typing import TypeVar
 
 from upgrade_gate.flink.metadata.channel import ChannelStateHandleSerializerV1, ChannelStateHandleSerializerV2
 from upgrade_gate.flink.metadata.errors import MetadataFormatError
+from upgrade_gate.flink.metadata.fast_reader import V3_SUBTASK_LAYOUT, FastReader
 from upgrade_gate.flink.metadata.handles import (
-    NULL_HANDLE,
     DeserializationContext,
-    fast_keyed_handle,
-    fast_operator_handle,
     read_keyed_handle,
     read_operator_handle,
     read_stream_handle,
@@ -31,9 +33,11 @@ from upgrade_gate.flink.metadata.model import (
     OperatorState,
     OperatorSubtaskState,
     new_operator_state,
-    new_subtask_state,
 )
 from upgrade_gate.flink.metadata.reader import BoundedReader
+
+__all__ = ["SERIALIZERS", "MetadataV2Serializer", "MetadataV2V3SerializerBase", "MetadataV3Serializer",
+           "MetadataV4Serializer", "MetadataV5Serializer", "MetadataV6Serializer", "get_serializer", "register"]
 
 MASTER_STATE_MAGIC_NUMBER = 0xC96B1696 - (1 << 32)  # as a signed int
 
@@ -42,8 +46,39 @@ _MIN_OPERATOR_STATE = 16 + 4 + 4 + 4
 _MIN_SUBTASK_ENTRY = 4
 
 
+_S = TypeVar("_S", bound="MetadataV2V3SerializerBase")
+
+# Flink's `MetadataSerializers`: format version -> the serializer that reads it.
+SERIALIZERS: dict[int, MetadataV2V3SerializerBase] = {}
+
+
+def register(cls: type[_S]) -> type[_S]:
+    """Make `cls` the reader of its format version (a class decorator)."""
+    if "VERSION" not in cls.__dict__:
+        raise TypeError(f"{cls.__name__} does not declare its format VERSION")
+    SERIALIZERS[cls.VERSION] = cls()
+    return cls
+
+
 class MetadataV2V3SerializerBase(ABC):
     VERSION = 0
+    # The fast reader of this version's common subtasks (fast_reader.py), or None. Each class
+    # declares its own: a class that does not is read without one (see __init_subclass__).
+    FAST_READER: FastReader | None = None
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """A fast reader is never inherited, and only one written for this version may be declared.
+
+        Flink's next version (`MetadataV7Serializer`) extends v6 and appends a field to every
+        subtask: inherited, v6's fast reader would read its subtasks without that field.
+        """
+        super().__init_subclass__(**kwargs)
+        if "FAST_READER" not in cls.__dict__:
+            cls.FAST_READER = None
+        fast = cls.FAST_READER
+        if fast is not None and ("VERSION" not in cls.__dict__ or cls.VERSION not in fast.versions):
+            raise TypeError(f"{cls.__name__} (format version {cls.VERSION}) declares {fast!r}, which is not "
+                            f"written for that version")
 
     def deserialize(self, r: BoundedReader, ctx: DeserializationContext) -> CheckpointMetadata:
         at = r.pos
@@ -101,6 +136,7 @@ class MetadataV2V3SerializerBase(ABC):
         return parallelism, max_parallelism
 
     def read_subtask_state(self, r: BoundedReader, ctx: DeserializationContext) -> OperatorSubtaskState:
+        """One subtask's state after its index (Flink's `deserializeSubtaskState`)."""
         managed_op = read_operator_handle(r, ctx) if r.read_int("has-managed-operator-state flag") != 0 else None
         raw_op = read_operator_handle(r, ctx) if r.read_int("has-raw-operator-state flag") != 0 else None
         managed_keyed = read_keyed_handle(r, ctx)
@@ -116,16 +152,31 @@ class MetadataV2V3SerializerBase(ABC):
     def read_channel_state(self, r: BoundedReader, ctx: DeserializationContext) -> tuple[tuple, tuple]:
         return (), ()
 
+    @abstractmethod
+    def read_subtasks(self, r: BoundedReader, ctx: DeserializationContext,
+                      parallelism: int, n: int) -> dict[int, OperatorSubtaskState]:
+        """`n` (index, subtask state) entries of one operator: the definition, without fast paths."""
+
+    def subtask_states(self, r: BoundedReader, ctx: DeserializationContext,
+                       parallelism: int, n: int) -> dict[int, OperatorSubtaskState]:
+        """`read_subtasks`, through this version's fast reader if it declares one."""
+        fast = self.FAST_READER
+        if fast is not None and ctx.fast_paths:
+            return fast.read_subtasks(self, r, ctx, parallelism, n)
+        return self.read_subtasks(r, ctx, parallelism, n)
+
     @staticmethod
     def _check_index(r: BoundedReader, index: int, parallelism: int, at: int) -> None:
         if not 0 <= index < parallelism:
             r.fail(f"subtask index {index} is outside [0, {parallelism}) (the operator's parallelism)", at)
 
 
+@register
 class MetadataV2Serializer(MetadataV2V3SerializerBase):
     """Flink 1.3–1.10: a vestigial chain length per operator, duration and legacy count per subtask."""
 
     VERSION = 2
+    FAST_READER = None  # files of Flink 1.3–1.10 are rare; the definition reads them
 
     def read_operator_state(self, r: BoundedReader, ctx: DeserializationContext) -> OperatorState:
         op_id = self._operator_id(r)
@@ -136,13 +187,19 @@ class MetadataV2Serializer(MetadataV2V3SerializerBase):
             r.fail(f"expected chain length 1 (chained operator states were removed in Flink 1.3), found {chain_length}",
                    at)
         n = r.read_count("subtask states", _MIN_SUBTASK_ENTRY)
+        subtasks = self.subtask_states(r, ctx, parallelism, n)
+        return OperatorState(op_id, None, None, parallelism, max_parallelism, None, subtasks)
+
+    def read_subtasks(self, r: BoundedReader, ctx: DeserializationContext,
+                      parallelism: int, n: int) -> dict[int, OperatorSubtaskState]:
+        """No finished markers before v3: every index is a plain subtask index."""
         subtasks: dict[int, OperatorSubtaskState] = {}
         for _ in range(n):
             at = r.pos
             index = r.read_int("subtask index")
             self._check_index(r, index, parallelism, at)
             subtasks[index] = self.read_subtask_state(r, ctx)
-        return OperatorState(op_id, None, None, parallelism, max_parallelism, None, subtasks)
+        return subtasks
 
     def read_subtask_state(self, r: BoundedReader, ctx: DeserializationContext) -> OperatorSubtaskState:
         r.read_long("subtask duration (unused)")
@@ -153,103 +210,27 @@ class MetadataV2Serializer(MetadataV2V3SerializerBase):
         return super().read_subtask_state(r, ctx)
 
 
-# A v3+ subtask with no state at all: no operator handles (two 0 flags), no keyed handles (two
-# null tags), no channel handles (two 0 counts). Most subtasks of a real job look like this.
-_EMPTY_SUBTASK_BYTES = bytes(4 + 4 + 1 + 1 + 4 + 4)
-_EMPTY_SUBTASK = OperatorSubtaskState()
-_NO_CHANNEL_STATE = bytes(4 + 4)  # v3+: no input channel and no result subpartition handles
-
-_INT_AT = struct.Struct(">i").unpack_from
-# v3+ operator without coordinator state, after the 16-byte id: parallelism, max parallelism, the
-# null stream-handle tag (skipped) and the number of subtask states.
-_HEAD_AT = struct.Struct(">iixi").unpack_from
-_HEAD_BYTES = 16 + 4 + 4 + 1 + 4
-
-
-def _fast_operator_head(r: BoundedReader) -> tuple[bytes, int, int, int] | None:
-    """Id, parallelism, max parallelism and subtask count of a v3+ operator without coordinator state.
-
-    Most operators have none, so one unpack replaces four reader calls. None (a coordinator, a
-    negative or oversized field) leaves `r` where it was: the general path reads it, and reports.
-    """
-    data = r.data
-    pos = r.pos
-    left = r.end - pos - _HEAD_BYTES
-    if left < 0 or data[pos + 24] != NULL_HANDLE:
-        return None
-    parallelism, max_parallelism, n = _HEAD_AT(data, pos + 16)
-    if parallelism < 0 or max_parallelism < 0 or n < 0 or n * _MIN_SUBTASK_ENTRY > left:
-        return None
-    r.pos = pos + _HEAD_BYTES
-    return data[pos:pos + 16], parallelism, max_parallelism, n
-
-
-def _flagged_operator_handle(data: bytes, pos: int, end: int, ctx: DeserializationContext) -> tuple[tuple, int] | None:
-    """An int flag, then an operator handle if it is set: ((handle,) or (), offset after), or None."""
-    if end - pos < 4:
-        return None
-    if not _INT_AT(data, pos)[0]:
-        return (), pos + 4
-    found = fast_operator_handle(data, pos + 4, end, ctx)
-    if found is None:
-        return None
-    return ((found[0],) if found[0] is not None else ()), found[1]
-
-
-def _keyed_handles(data: bytes, pos: int, end: int, ctx: DeserializationContext) -> tuple[tuple, int] | None:
-    """A keyed handle: ((handle,) or (), offset after), or None to fall back to the general reader."""
-    found = fast_keyed_handle(data, pos, end, ctx)
-    if found is None:
-        return None
-    return ((found[0],) if found[0] is not None else ()), found[1]
-
-
-_SUBTASK_READERS = (_flagged_operator_handle, _flagged_operator_handle, _keyed_handles, _keyed_handles)
-
-
-def _fast_subtask(data: bytes, pos: int, end: int,
-                  ctx: DeserializationContext) -> tuple[OperatorSubtaskState, int] | None:
-    """A v3+ subtask whose handles all have the common layouts (`handles.fast_*`), no channel state.
-
-    Returns the state and the offset after it, or None to have the general reader read the same
-    bytes (and raise its exact error if they are bad).
-    """
-    parts = []
-    for read in _SUBTASK_READERS:  # managed and raw operator state, managed and raw keyed state
-        found = read(data, pos, end, ctx)
-        if found is None:
-            return None
-        part, pos = found
-        parts.append(part)
-    if not data.startswith(_NO_CHANNEL_STATE, pos, end):
-        return None
-    return new_subtask_state(*parts), pos + 8
-
-
+@register
 class MetadataV3Serializer(MetadataV2V3SerializerBase):
     """Flink 1.11–1.15: coordinator state, channel state, FLIP-147 finished markers."""
 
     VERSION = 3
+    FAST_READER = V3_SUBTASK_LAYOUT
     channel = ChannelStateHandleSerializerV1()
-
-    def read_subtask_state(self, r: BoundedReader, ctx: DeserializationContext) -> OperatorSubtaskState:
-        pos = r.pos
-        n = len(_EMPTY_SUBTASK_BYTES)
-        if r.end - pos >= n and r.data[pos:pos + n] == _EMPTY_SUBTASK_BYTES:
-            r.pos = pos + n  # what the general path below reads, byte for byte, without the calls
-            return _EMPTY_SUBTASK
-        return super().read_subtask_state(r, ctx)
 
     def read_operator_state(self, r: BoundedReader, ctx: DeserializationContext) -> OperatorState:
         return self._operator_body(r, ctx, None, None)
 
     def _operator_body(self, r: BoundedReader, ctx: DeserializationContext,
                        name: str | None, uid: str | None) -> OperatorState:
-        head = _fast_operator_head(r)
-        if head is not None:
-            op_id, parallelism, max_parallelism, n = head
-            return new_operator_state(op_id, name, uid, parallelism, max_parallelism, None,
-                                      self._subtasks(r, ctx, parallelism, n))
+        """Everything from the operator id on (v5 reads name and uid before it)."""
+        fast = self.FAST_READER if ctx.fast_paths else None
+        if fast is not None:
+            head = fast.operator_head(r)
+            if head is not None:
+                op_id, parallelism, max_parallelism, n = head
+                return new_operator_state(op_id, name, uid, parallelism, max_parallelism, None,
+                                          fast.read_subtasks(self, r, ctx, parallelism, n))
         op_id = self._operator_id(r)
         parallelism, max_parallelism = self._parallelism(r)
         at = r.pos
@@ -265,47 +246,18 @@ class MetadataV3Serializer(MetadataV2V3SerializerBase):
         if n * _MIN_SUBTASK_ENTRY > r.remaining():
             r.fail(f"number of subtask states {n} exceeds the bytes left ({r.remaining()})", at)
         return new_operator_state(op_id, name, uid, parallelism, max_parallelism, coordinator,
-                                  self._subtasks(r, ctx, parallelism, n))
+                                  self.subtask_states(r, ctx, parallelism, n))
 
-    def _subtasks(self, r: BoundedReader, ctx: DeserializationContext,
-                  parallelism: int, n: int) -> dict[int, OperatorSubtaskState]:
-        """`n` (index, subtask state) entries; a negative index -i-1 marks subtask i as finished.
-
-        The hottest loop of the reader (a job has ~3 subtasks per operator, most of them empty):
-        the offset lives in a local, empty and common-layout subtasks are taken without reader
-        calls, anything else is handed to `read_subtask_state` at the same offset.
-        """
-        data = r.data
-        end = r.end
-        pos = r.pos
-        int_at = _INT_AT
-        is_empty_at = data.startswith
-        empty = _EMPTY_SUBTASK_BYTES
-        empty_bytes = len(empty)
+    def read_subtasks(self, r: BoundedReader, ctx: DeserializationContext,
+                      parallelism: int, n: int) -> dict[int, OperatorSubtaskState]:
+        """A negative index -i-1 marks subtask i as finished (FLIP-147); no state follows it."""
         subtasks: dict[int, OperatorSubtaskState] = {}
         for _ in range(n):
-            if end - pos < 4:
-                r.pos = pos
-                r.read_int("subtask index")  # raises: truncated
-            raw = int_at(data, pos)[0]
+            at = r.pos
+            raw = r.read_int("subtask index")
             index = raw if raw >= 0 else -raw - 1
-            if index >= parallelism:
-                self._check_index(r, index, parallelism, pos)  # raises
-            pos += 4
-            if raw < 0:
-                subtasks[index] = FINISHED_SUBTASK
-            elif is_empty_at(empty, pos, end):
-                subtasks[index] = _EMPTY_SUBTASK
-                pos += empty_bytes
-            else:
-                found = _fast_subtask(data, pos, end, ctx)
-                if found is None:
-                    r.pos = pos
-                    subtasks[index] = self.read_subtask_state(r, ctx)
-                    pos = r.pos
-                else:
-                    subtasks[index], pos = found
-        r.pos = pos
+            self._check_index(r, index, parallelism, at)
+            subtasks[index] = FINISHED_SUBTASK if raw < 0 else self.read_subtask_state(r, ctx)
         return subtasks
 
     def read_channel_state(self, r: BoundedReader, ctx: DeserializationContext) -> tuple[tuple, tuple]:
@@ -317,19 +269,23 @@ class MetadataV3Serializer(MetadataV2V3SerializerBase):
         return inputs, outputs
 
 
+@register
 class MetadataV4Serializer(MetadataV3Serializer):
     """Flink 1.16–1.20: the Java-serialized `CheckpointProperties` follow the operator states."""
 
     VERSION = 4
+    FAST_READER = V3_SUBTASK_LAYOUT
 
     def read_properties(self, r: BoundedReader):  # type: ignore[no-untyped-def]
         return read_checkpoint_properties(r)
 
 
+@register
 class MetadataV5Serializer(MetadataV4Serializer):
     """Flink 2.0: operator name and uid ("" = absent) before the operator id."""
 
     VERSION = 5
+    FAST_READER = V3_SUBTASK_LAYOUT
 
     def read_operator_state(self, r: BoundedReader, ctx: DeserializationContext) -> OperatorState:
         name = r.read_utf("operator name")
@@ -337,17 +293,13 @@ class MetadataV5Serializer(MetadataV4Serializer):
         return self._operator_body(r, ctx, name or None, uid or None)
 
 
+@register
 class MetadataV6Serializer(MetadataV5Serializer):
     """Flink 2.1–2.3: typed channel handles, possibly merged per subtask."""
 
     VERSION = 6
+    FAST_READER = V3_SUBTASK_LAYOUT
     channel = ChannelStateHandleSerializerV2()  # type: ignore[assignment]
-
-
-SERIALIZERS: dict[int, MetadataV2V3SerializerBase] = {
-    s.VERSION: s() for s in (MetadataV2Serializer, MetadataV3Serializer, MetadataV4Serializer,
-                             MetadataV5Serializer, MetadataV6Serializer)
-}
 
 
 def get_serializer(version: int, source: str, offset: int) -> MetadataV2V3SerializerBase:

@@ -1,0 +1,375 @@
+"""The reader's fast layer: the bytes of common subtasks read without a reader call per field.
+
+`serializers.py` (per-version layouts) and `handles.py` (state handles) are the one definition of
+the `_metadata` format. This module is an optimisation of them and nothing more:
+
+* A serializer uses a fast reader only if its own class declares one (`FAST_READER`, never
+  inherited) and the reader lists that serializer's version in `versions`. A new format version
+  (Flink's `MetadataV7Serializer` appends a `refCheckpointId` to every subtask) therefore reads
+  through its own `read_subtask_state` until someone writes and declares a fast reader for it.
+* Whatever a fast reader does not recognise (a rarer handle tag, non-ASCII text, channel state,
+  a bad count, truncation) is handed to the serializer's own reading at the same offset, so the
+  result, and for bad input the exact error and offset, are always the definition's.
+* tests/test_metadata_fastpath.py reads every registered version both ways (real Flink files
+  and synthetic ones, truncated and mutated) and requires identical objects or errors.
+
+The functions below never raise: they return `(value, offset after it)`, or None as soon as
+anything is unusual. Every count is checked against `end - pos` before it is used.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Protocol
+
+from upgrade_gate.flink.metadata.handles import (
+    BYTE_STREAM_STATE_HANDLE,
+    FILE_STREAM_STATE_HANDLE,
+    KEY_GROUPS_HANDLE,
+    KEY_GROUPS_HANDLE_V2,
+    NULL_HANDLE,
+    PARTITIONABLE_OPERATOR_STATE_HANDLE,
+    RELATIVE_STREAM_STATE_HANDLE,
+    SAVEPOINT_KEY_GROUPS_HANDLE,
+    DeserializationContext,
+)
+from upgrade_gate.flink.metadata.model import (
+    EMPTY_KEY_GROUP_RANGE,
+    FINISHED_SUBTASK,
+    ByteStreamStateHandle,
+    FileStateHandle,
+    KeyedStateHandle,
+    KeyGroupRange,
+    KeyGroupsSavepointStateHandle,
+    KeyGroupsStateHandle,
+    Mode,
+    OperatorStreamStateHandle,
+    OperatorSubtaskState,
+    RelativeFileStateHandle,
+    StateMetaInfo,
+    StreamStateHandle,
+    new_subtask_state,
+)
+from upgrade_gate.flink.metadata.reader import BoundedReader
+
+__all__ = ["V3_SUBTASK_LAYOUT", "FastReader", "SubtaskSerializer", "fast_keyed_handle", "fast_operator_handle",
+           "fast_stream_handle"]
+
+_MODES = tuple(Mode)
+
+# ---- handles ------------------------------------------------------------------------------
+# Nearly every handle in a real savepoint has one of a few layouts: an operator-state handle (tag
+# 4) with ASCII state names over an inline or file delegate, a key-groups handle over a
+# (relative) file. These are read straight from `data` with local variables instead of one
+# reader call (and one `what=` string) per field. Handle tags are not versioned by the file
+# version (flink-internals.md §6.4), so these serve every fast reader.
+
+_INT_AT = struct.Struct(">i").unpack_from
+_LONG_AT = struct.Struct(">q").unpack_from
+_TWO_INTS_AT = struct.Struct(">ii").unpack_from
+_unpack_from = struct.unpack_from
+
+
+def _longs_at(data: bytes, pos: int, k: int) -> tuple[int, ...]:
+    """`k` longs at `pos`; the caller has checked `0 <= k` and `8 * k <= end - pos`."""
+    if k == 0:
+        return ()
+    if k == 1:
+        return _LONG_AT(data, pos)
+    return _unpack_from(f">{k}q", data, pos)
+
+
+def _ascii_utf_at(data: bytes, pos: int, end: int) -> tuple[str, int] | None:
+    """A `writeUTF` string at `pos` that is all there and ASCII: (text, offset after it), else None."""
+    if end - pos < 2:
+        return None
+    stop = pos + 2 + (data[pos] << 8 | data[pos + 1])
+    if stop > end:
+        return None
+    raw = data[pos + 2:stop]
+    return (raw.decode("ascii"), stop) if raw.isascii() else None
+
+
+def fast_stream_handle(data: bytes, pos: int, end: int,
+                       ctx: DeserializationContext) -> tuple[StreamStateHandle | None, int] | None:
+    """Tags 0, 1, 2 and 6 (what `read_stream_handle` reads at depth > 0 falls back as well)."""
+    if pos >= end:
+        return None
+    tag = data[pos]
+    pos += 1
+    if tag == NULL_HANDLE:
+        return None, pos
+    if tag == BYTE_STREAM_STATE_HANDLE:
+        text = _ascii_utf_at(data, pos, end)
+        if text is None or end - text[1] < 4:
+            return None
+        name, stop = text
+        n = _INT_AT(data, stop)[0]
+        pos = stop + 4
+        if n < 0 or n > end - pos:
+            return None
+        return ByteStreamStateHandle(name, data[pos:pos + n]), pos + n
+    if tag == RELATIVE_STREAM_STATE_HANDLE:
+        prefix = ctx.prefix
+        text = _ascii_utf_at(data, pos, end) if prefix is not None else None
+        if text is None or end - text[1] < 8:
+            return None
+        relative, stop = text
+        return RelativeFileStateHandle(prefix + relative, relative, _LONG_AT(data, stop)[0]), stop + 8
+    if tag == FILE_STREAM_STATE_HANDLE:
+        if end - pos < 10:
+            return None
+        size = _LONG_AT(data, pos)[0]
+        text = _ascii_utf_at(data, pos + 8, end)
+        if text is None:
+            return None
+        return FileStateHandle(text[0], size), text[1]
+    return None
+
+
+def fast_keyed_handle(data: bytes, pos: int, end: int,
+                      ctx: DeserializationContext) -> tuple[KeyedStateHandle | None, int] | None:
+    """Tags 0, 3, 7 and 12 (key-groups handles) over a delegate `fast_stream_handle` reads."""
+    if pos >= end:
+        return None
+    tag = data[pos]
+    pos += 1
+    if tag == NULL_HANDLE:
+        return None, pos
+    if tag == SAVEPOINT_KEY_GROUPS_HANDLE:
+        cls: type[KeyGroupsStateHandle] = KeyGroupsSavepointStateHandle
+    elif tag in (KEY_GROUPS_HANDLE, KEY_GROUPS_HANDLE_V2):
+        cls = KeyGroupsStateHandle
+    else:
+        return None
+    if end - pos < 8:
+        return None
+    start, num = _TWO_INTS_AT(data, pos)
+    pos += 8
+    if start < 0 or num < 0 or start + num - 1 > 0x7FFFFFFF or num * 8 > end - pos:
+        return None
+    offsets = _longs_at(data, pos, num)
+    found = fast_stream_handle(data, pos + 8 * num, end, ctx)
+    if found is None:
+        return None
+    delegate, pos = found
+    handle_id = None
+    if tag == KEY_GROUPS_HANDLE_V2:
+        text = _ascii_utf_at(data, pos, end)
+        if text is None:
+            return None
+        handle_id, pos = text
+    rng = KeyGroupRange(start, start + num - 1) if num > 0 else EMPTY_KEY_GROUP_RANGE
+    return cls(rng, offsets, delegate, handle_id), pos
+
+
+def fast_operator_handle(data: bytes, pos: int, end: int,
+                         ctx: DeserializationContext) -> tuple[OperatorStreamStateHandle | None, int] | None:
+    """Tags 0 and 4 with ASCII state names, over a delegate `fast_stream_handle` reads."""
+    if pos >= end:
+        return None
+    tag = data[pos]
+    pos += 1
+    if tag == NULL_HANDLE:
+        return None, pos
+    if tag != PARTITIONABLE_OPERATOR_STATE_HANDLE or end - pos < 4:
+        return None
+    n = _INT_AT(data, pos)[0]
+    pos += 4
+    if n < 0 or n * 7 > end - pos:
+        return None
+    states: dict[str, StateMetaInfo] = {}
+    modes = _MODES
+    for _ in range(n):
+        if end - pos < 2:
+            return None
+        stop = pos + 2 + (data[pos] << 8 | data[pos + 1])
+        if end - stop < 5:
+            return None
+        name = data[pos + 2:stop]
+        mode = data[stop]
+        if mode > 2 or not name.isascii():
+            return None
+        k = _INT_AT(data, stop + 1)[0]
+        pos = stop + 5
+        if k < 0 or k * 8 > end - pos:
+            return None
+        states[name.decode("ascii")] = StateMetaInfo(_longs_at(data, pos, k), modes[mode])
+        pos += 8 * k
+    found = fast_stream_handle(data, pos, end, ctx)
+    if found is None:
+        return None
+    return OperatorStreamStateHandle(states, found[0]), found[1]
+
+
+# ---- subtasks -----------------------------------------------------------------------------
+
+class SubtaskSerializer(Protocol):
+    """The part of a serializer a fast reader hands unusual bytes back to: the format's definition."""
+
+    VERSION: int
+
+    def read_subtask_state(self, r: BoundedReader, ctx: DeserializationContext) -> OperatorSubtaskState:
+        """One subtask state (after its index), as this version lays it out."""
+
+    def read_subtasks(self, r: BoundedReader, ctx: DeserializationContext, parallelism: int,
+                      n: int) -> dict[int, OperatorSubtaskState]:
+        """`n` (index, subtask state) entries of one operator, as this version lays them out."""
+
+
+class FastReader:
+    """A fast reading of one operator/subtask layout, valid for the format versions in `versions`.
+
+    `versions` is checked when a serializer declares the reader (serializers.py), so using it for
+    another version is a decision made here, next to the code that would have to be right for it.
+    """
+
+    def __init__(self, name: str, versions: frozenset[int]) -> None:
+        self.name = name
+        self.versions = versions
+
+    def __repr__(self) -> str:
+        return f"FastReader({self.name}, versions {sorted(self.versions)})"
+
+    def operator_head(self, r: BoundedReader) -> tuple[bytes, int, int, int] | None:
+        """Id, parallelism, max parallelism and subtask count, or None (then `r` has not moved)."""
+        return None
+
+    def read_subtasks(self, serializer: SubtaskSerializer, r: BoundedReader, ctx: DeserializationContext,
+                      parallelism: int, n: int) -> dict[int, OperatorSubtaskState]:
+        """What `serializer.read_subtasks(r, ctx, parallelism, n)` returns, and `r` where it leaves it."""
+        return serializer.read_subtasks(r, ctx, parallelism, n)
+
+
+# A subtask with no state at all: no operator handles (two 0 flags), no keyed handles (two null
+# tags), no channel handles (two 0 counts). Most subtasks of a real job look like this.
+_EMPTY_SUBTASK_BYTES = bytes(4 + 4 + 1 + 1 + 4 + 4)
+_EMPTY_SUBTASK = OperatorSubtaskState()
+_NO_CHANNEL_STATE = bytes(4 + 4)  # no input channel and no result subpartition handles
+_MIN_SUBTASK_ENTRY = 4  # an index; serializers.py bounds the count with the same size
+
+# After the 16-byte operator id: parallelism, max parallelism, the null stream-handle tag of
+# "no coordinator state" (skipped) and the number of subtask states.
+_HEAD_AT = struct.Struct(">iixi").unpack_from
+_HEAD_BYTES = 16 + 4 + 4 + 1 + 4
+
+
+def _flagged_operator_handle(data: bytes, pos: int, end: int, ctx: DeserializationContext) -> tuple[tuple, int] | None:
+    """An int flag, then an operator handle if it is set: ((handle,) or (), offset after), or None."""
+    if end - pos < 4:
+        return None
+    if not _INT_AT(data, pos)[0]:
+        return (), pos + 4
+    found = fast_operator_handle(data, pos + 4, end, ctx)
+    if found is None:
+        return None
+    return ((found[0],) if found[0] is not None else ()), found[1]
+
+
+def _keyed_handles(data: bytes, pos: int, end: int, ctx: DeserializationContext) -> tuple[tuple, int] | None:
+    """A keyed handle: ((handle,) or (), offset after), or None."""
+    found = fast_keyed_handle(data, pos, end, ctx)
+    if found is None:
+        return None
+    return ((found[0],) if found[0] is not None else ()), found[1]
+
+
+_SUBTASK_READERS = (_flagged_operator_handle, _flagged_operator_handle, _keyed_handles, _keyed_handles)
+
+
+def _common_subtask(data: bytes, pos: int, end: int,
+                    ctx: DeserializationContext) -> tuple[OperatorSubtaskState, int] | None:
+    """A subtask whose handles all have the common layouts above and no channel state."""
+    parts = []
+    for read in _SUBTASK_READERS:  # managed and raw operator state, managed and raw keyed state
+        found = read(data, pos, end, ctx)
+        if found is None:
+            return None
+        part, pos = found
+        parts.append(part)
+    if not data.startswith(_NO_CHANNEL_STATE, pos, end):
+        return None
+    return new_subtask_state(*parts), pos + 8
+
+
+def _hand_over(serializer: SubtaskSerializer, r: BoundedReader, ctx: DeserializationContext, parallelism: int,
+               left: int, subtasks: dict[int, OperatorSubtaskState], pos: int) -> dict[int, OperatorSubtaskState]:
+    """The last `left` entries, from `pos` on, read by the serializer itself (which reports bad ones)."""
+    r.pos = pos
+    subtasks.update(serializer.read_subtasks(r, ctx, parallelism, left))
+    return subtasks
+
+
+class _V3SubtaskLayout(FastReader):
+    """Operators and subtasks as `MetadataV3Serializer` lays them out, for v3 to v6.
+
+    From the operator id on, an operator and its subtask entries are the same bytes in v3 to v6
+    (flink-internals.md §6.3): v4 only appends the properties trailer after all operators, v5 only
+    puts name and uid before the id (the serializer reads them before calling this), v6 only
+    changes how channel handles are encoded, and this reader takes only subtasks without channel
+    handles (two 0 counts, the same bytes in every version). It does not fit v2 (duration and
+    legacy count per subtask, no finished markers) nor Flink's v7 (a field after every subtask).
+    """
+
+    def operator_head(self, r: BoundedReader) -> tuple[bytes, int, int, int] | None:
+        """An operator without coordinator state (most have none): one unpack for four reader calls.
+
+        None (a coordinator, a negative or oversized field) leaves `r` where it was: the
+        serializer reads it, and reports.
+        """
+        data = r.data
+        pos = r.pos
+        left = r.end - pos - _HEAD_BYTES
+        if left < 0 or data[pos + 24] != NULL_HANDLE:
+            return None
+        parallelism, max_parallelism, n = _HEAD_AT(data, pos + 16)
+        if parallelism < 0 or max_parallelism < 0 or n < 0 or n * _MIN_SUBTASK_ENTRY > left:
+            return None
+        r.pos = pos + _HEAD_BYTES
+        return data[pos:pos + 16], parallelism, max_parallelism, n
+
+    def read_subtasks(self, serializer: SubtaskSerializer, r: BoundedReader, ctx: DeserializationContext,
+                      parallelism: int, n: int) -> dict[int, OperatorSubtaskState]:
+        """`n` (index, subtask state) entries; a negative index -i-1 marks subtask i as finished.
+
+        The hottest loop of the reader (a job has ~3 subtasks per operator, most of them empty):
+        the offset lives in a local, finished, empty and common-layout subtasks are taken without
+        reader calls. Any other subtask goes to `serializer.read_subtask_state` at the same
+        offset; a truncated or out-of-range index hands the rest of the operator to
+        `serializer.read_subtasks`, which reports it. Entries read by the serializer update the
+        dict exactly as its own loop would (a repeated index keeps its first position).
+        """
+        data = r.data
+        end = r.end
+        pos = r.pos
+        int_at = _INT_AT
+        is_empty_at = data.startswith
+        empty = _EMPTY_SUBTASK_BYTES
+        empty_bytes = len(empty)
+        subtasks: dict[int, OperatorSubtaskState] = {}
+        for i in range(n):
+            if end - pos < 4:
+                return _hand_over(serializer, r, ctx, parallelism, n - i, subtasks, pos)  # truncated
+            raw = int_at(data, pos)[0]
+            index = raw if raw >= 0 else -raw - 1
+            if index >= parallelism:
+                return _hand_over(serializer, r, ctx, parallelism, n - i, subtasks, pos)  # out of range
+            pos += 4
+            if raw < 0:
+                subtasks[index] = FINISHED_SUBTASK
+            elif is_empty_at(empty, pos, end):
+                subtasks[index] = _EMPTY_SUBTASK
+                pos += empty_bytes
+            else:
+                found = _common_subtask(data, pos, end, ctx)
+                if found is None:
+                    r.pos = pos
+                    subtasks[index] = serializer.read_subtask_state(r, ctx)
+                    pos = r.pos
+                else:
+                    subtasks[index], pos = found
+        r.pos = pos
+        return subtasks
+
+
+V3_SUBTASK_LAYOUT: FastReader = _V3SubtaskLayout("v3 subtask layout", frozenset({3, 4, 5, 6}))
