@@ -1,6 +1,6 @@
 """Benchmark: keys per second through the key-group rules, vectorised vs scalar vs Flink's JVM.
 
-Goal (design §8): >= 50 M keys per second per core for int/long keys, vectorised. Key alignment
+Goal (docs/performance.md): >= 50 M keys per second per core for int/long keys, vectorised. Key alignment
 (spark_jobs/key_alignment.py) places millions of sampled keys with the core's NumPy rules
 (`hashing/vectorized.py`): Java hashCode -> murmur -> key group -> operator index. That chain is
 timed here on one core, from keys already in memory (a NumPy int32/int64 array; strings as the

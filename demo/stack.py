@@ -1,4 +1,4 @@
-"""The embedded stack the demo and the Airflow tests run on (design §6): all local, all real.
+"""The embedded stack the demo and the Airflow tests run on (docs/design.md, Real components): all local, all real.
 
 * SeaweedFS `weed mini` on 127.0.0.1 (tests/s3_server.py), loaded with the bundled real
   savepoints and job graphs of the restore scenarios that real Flink ran
@@ -295,7 +295,7 @@ def start_standalone(stack: Stack, timeout: float = 240) -> Standalone:
     """`airflow standalone` on 127.0.0.1 with low parallelism and a generated admin password.
 
     Started in its own process group; `Stack.stop()` stops it with SIGINT to that group
-    (SIGTERM leaves children behind, design §6)."""
+    (SIGTERM leaves children behind; docs/design.md, Real components)."""
     import secrets
     import urllib.request
 

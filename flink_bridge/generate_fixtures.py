@@ -1,8 +1,8 @@
 """Re-create the oracle fixtures from real Flink: `python -m flink_bridge.generate_fixtures`.
 
-Real Flink is the authority on operator ids (design §7). This driver runs the Java oracle
+Real Flink is the authority on operator ids (docs/design.md, Testing). This driver runs the Java oracle
 (`flink_bridge/java/common/streamgraph/`, main class `OracleMain`) once per Flink release; it
-builds every case's StreamGraph without executing a job and reports the graph spec (§4.1)
+builds every case's StreamGraph without executing a job and reports the graph spec (docs/graph-spec.md)
 together with Flink's own `StreamGraphHasherV2` hashes, user hashes and job vertices, plus
 key-group vectors from `KeyGroupRangeAssignment`. Here the output is split into one small
 file per case and written with sorted keys, so a re-run is byte-identical and a diff shows

@@ -39,7 +39,7 @@ SCENARIOS = (
     "uid-hash-pins-old-id", "uid-hash-unknown-id-with-uid", "uid-hash-unknown-id-no-uid",
     "sources-swapped-no-uids", "stateless-operator-removed", "empty-state-operator-removed",
     "chain-mixed-max-parallelism", "cross-version",
-    # issue 8: misrouting (state restored into an operator that is not its writer's counterpart)
+    # misrouting (state restored into an operator that is not its writer's counterpart)
     "misroute-identical-no-uids", "misroute-sources-swapped-no-uids", "misroute-sources-swapped-uids",
     "misroute-keyed-branches-reordered", "misroute-map-inserted-shifts-ids", "misroute-union-inputs-reordered",
 )

@@ -3,7 +3,7 @@
 Since Flink 1.11 `StreamGraphHasherV2` calls the job-graph generator's live chaining rules, so
 this one function decides both which operators share a task and the V2 operator IDs. The rules
 did not change between 1.18 and 2.3 for the hasher (2.x's `allowChainWithDefaultParallelism`
-is passed as false there); see flink-internals.md §2.
+is passed as false there); see Flink's `StreamingJobGraphGenerator#isChainable`.
 """
 
 from __future__ import annotations

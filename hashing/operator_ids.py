@@ -29,7 +29,7 @@ class OperatorIds:
     v2_hashes: dict[int, bytes]
 
     def to_json(self) -> dict[str, Any]:
-        """The `ids` contract of design §4.2 (field names are stable)."""
+        """The `ids` contract of docs/design.md, Contracts (field names are stable)."""
         return {
             "hasher": self.hasher,
             "flink_version": str(self.flink_version),

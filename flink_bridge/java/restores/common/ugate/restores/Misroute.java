@@ -31,7 +31,7 @@ import java.util.stream.Collectors;
 import java.util.stream.Stream;
 
 /**
- * Jobs where uid-less state can restore into the wrong operator (issue 8). Every stateful function
+ * Jobs where uid-less state can restore into the wrong operator. Every stateful function
  * writes its own name into its state, and on restore reports which writers' values it received
  * (metric {@code values:<state>}, the sorted distinct writer tags) next to the usual counts.
  *
