@@ -49,7 +49,7 @@ chromium:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
 
 flink: $(VENV)/.installed
-	$(VPY) -m flink_bridge.dist 1.20 2.3
+	$(VPY) -m flink_bridge.dist 1.19 1.20 2.0 2.1 2.2 2.3
 
 demo: $(AF_VENV)/.installed
 	$(AF_PY) -m demo.run_demo

@@ -10,10 +10,15 @@ sources is stored beside them).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from flink_bridge.dist import WORK_DIR, classpath, release_of
@@ -28,11 +33,116 @@ class JvmError(RuntimeError):
     """A helper failed to compile or exited non-zero; carries the tail of its output."""
 
 
+class JvmTimeout(JvmError):
+    """A helper ran past its time limit; its whole process group was killed."""
+
+    def __init__(self, message: str, timeout: float) -> None:
+        super().__init__(message)
+        self.timeout = timeout
+
+
+# Marks our JVMs' command lines (`-Dupgradegate.owner=<pid>`), so a test or an operator can tell
+# them from anyone else's java processes (`pgrep -f upgradegate.owner=<pid>`).
+OWNER_PROPERTY = "upgradegate.owner"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+class _Stopped(BaseException):
+    """Raised inside the waiting Python code when SIGTERM/SIGHUP arrives, so `finally` kills the group."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when we die, even by SIGKILL (Linux PR_SET_PDEATHSIG).
+
+    Its own session keeps it out of our process group, so without this a parent killed outright
+    (an orchestrator's timeout) would leave the JVM running.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # not Linux: the timeout and the signal handlers still apply
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the child's process group (the JVM and anything it started, e.g. PyFlink's gateway)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """While a child runs, SIGTERM/SIGHUP raise `_Stopped` (SIGINT already raises KeyboardInterrupt).
+
+    Python's default SIGTERM action exits without running `finally`, which is how an interrupted
+    export used to leave its JVM running. Only the main thread may install handlers; elsewhere
+    (an Airflow worker thread) the caller's own handling applies and the timeout still bounds the run.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_stopped(signum: int, _frame: object) -> None:
+        raise _Stopped(signum)
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        previous[sig] = signal.signal(sig, raise_stopped)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_process(cmd: Sequence[str], *, timeout: float, env: dict[str, str] | None = None,
+                cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `cmd` in its own process group and never leave it behind.
+
+    The group is SIGKILLed when the time limit passes (`JvmTimeout`), when we get SIGINT, SIGTERM
+    or SIGHUP (the signal is then raised again for whatever handled it before, so the caller dies
+    or reacts as it would have), on any other way out of this function, and when this process
+    dies (`_die_with_parent`).
+    """
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent)
+    try:
+        with _signals_raise():
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                raise JvmTimeout(f"still running after {timeout:g} s; stopped", timeout) from None
+    except _Stopped as stop:
+        _kill_group(proc)
+        # Our handlers are gone again: the signal now does what it did before we ran (kills a
+        # plain CLI, runs an orchestrator's own handler).
+        signal.raise_signal(stop.signum)
+        raise JvmError(f"stopped by signal {stop.signum}") from None
+    finally:
+        _kill_group(proc)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 def _version_dir(tool: str, release: str) -> Path:
-    """`flink-2.3/` when a release needs its own spelling, else the major line's `flink-2.x/`."""
+    """`flink-2.3/` when a release needs its own spelling, else the major line's `flink-2.x/`, else
+    the sources of another release of the same major line."""
     major, minor = release.split(".")[:2]
     exact = JAVA_SRC / tool / f"flink-{major}.{minor}"
-    return exact if exact.is_dir() else JAVA_SRC / tool / f"flink-{major}.x"
+    if exact.is_dir():
+        return exact
+    line = JAVA_SRC / tool / f"flink-{major}.x"
+    if line.is_dir():
+        return line
+    # Another release of the same line (1.19 builds with the 1.20 spellings): javac says if not.
+    others = sorted(JAVA_SRC.glob(f"{tool}/flink-{major}.*"), key=lambda d: d.name)
+    return others[-1] if others else line
 
 
 def _sources(tool: str, release: str) -> list[Path]:
@@ -73,7 +183,7 @@ def java_command(tool: str, version: str, main_class: str, args: list[str],
                  extra_classpath: list[Path] | None = None, heap: str = "1g") -> list[str]:
     classes = compile_tool(tool, version)
     cp = classpath(version, [classes, *(extra_classpath or [])])
-    return ["java", f"-Xmx{heap}", "--add-opens=java.base/java.util=ALL-UNNAMED",
+    return ["java", f"-Xmx{heap}", f"-D{OWNER_PROPERTY}={os.getpid()}", "--add-opens=java.base/java.util=ALL-UNNAMED",
             "--add-opens=java.base/java.lang=ALL-UNNAMED", "-cp", cp, main_class, *args]
 
 
@@ -101,7 +211,7 @@ def run_tool(tool: str, version: str, main_class: str, args: list[str],
     cmd = java_command(tool, version, main_class, args, extra_classpath, heap)
     env = dict(os.environ)
     env.setdefault("FLINK_CONF_DIR", str(flink_conf_dir("empty-conf")))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    proc = run_process(cmd, timeout=timeout, env=env)
     if proc.returncode != 0:
         raise JvmError(f"{main_class} (Flink {release_of(version)}) exited {proc.returncode}:\n{proc.stderr[-4000:]}")
     return proc.stdout

@@ -143,3 +143,73 @@ def test_failing_pyflink_program_is_bad_input_naming_the_file(tmp_path: Path) ->
                     "raise ValueError('no topic configured')\n")
     with pytest.raises(InputError, match=r"broken_job.py: ValueError: no topic configured \(line 2\)"):
         export_spec("pyflink", prog)
+
+
+UNBOUNDED = """
+CREATE TABLE orders (id BIGINT, customer INT, amount DOUBLE) WITH ('connector' = 'datagen');
+CREATE TABLE totals (customer INT, total DOUBLE) WITH ('connector' = 'blackhole');
+CREATE TABLE big (id BIGINT, amount DOUBLE) WITH ('connector' = 'blackhole');
+"""
+
+
+def test_execute_statement_set_exports_every_insert_as_one_job(tmp_path: Path) -> None:
+    script = tmp_path / "set.sql"
+    script.write_text(UNBOUNDED + """
+EXECUTE STATEMENT SET BEGIN
+  INSERT INTO totals SELECT customer, SUM(amount) FROM orders GROUP BY customer;
+  INSERT INTO big SELECT id, amount FROM orders WHERE amount > 10;
+END;
+""")
+    out = tmp_path / "spec.json"
+    proc = run_cli("export", "--sql", str(script), "-p", "2", "-o", str(out), "--timeout", "120")
+    assert proc.returncode == 0, proc.stderr
+    spec = json.loads(out.read_text())
+    sinks = sorted(n["name"].split("[")[0] for n in spec["nodes"] if "Writer" in n["name"] or "Sink" in n["name"])
+    assert len(sinks) == 2 and {s.split(":")[0] for s in sinks} == {"totals", "big"}
+    assert all(n["parallelism"] == 2 for n in spec["nodes"] if n["name"].startswith("Source"))
+
+
+def test_execute_plan_is_translated_never_run(sql_script: Path, tmp_path: Path) -> None:
+    """The plan reads an unbounded datagen table: run, it would never end; translated, it takes seconds."""
+    script = tmp_path / "unbounded.sql"
+    script.write_text(UNBOUNDED + "INSERT INTO totals SELECT customer, SUM(amount) FROM orders GROUP BY customer;\n")
+    plan = tmp_path / "plan.json"
+    run_tool("streamgraph", "2.3", "upgradegate.bridge.PlanCompiler", [str(script), str(plan)])
+    runner = tmp_path / "run-plan.sql"
+    runner.write_text("-- the SQL client's way to run a compiled plan\nEXECUTE PLAN 'plan.json';\n")
+    out = tmp_path / "spec.json"
+    proc = run_cli("export", "--sql", str(runner), "-o", str(out), "--timeout", "90")
+    assert proc.returncode == 0, proc.stderr
+    direct = export_spec("compiled-plan", plan, flink_version="2.3")
+    assert json.loads(out.read_text())["nodes"] == direct["nodes"]
+
+
+@pytest.mark.parametrize(("statement", "number"), [
+    ("SELECT * FROM orders", 4),
+    ("CREATE TABLE copy WITH ('connector' = 'blackhole') AS SELECT * FROM orders", 4),
+])
+def test_statements_that_would_run_their_own_job_are_refused(tmp_path: Path, statement: str, number: int) -> None:
+    script = tmp_path / "job.sql"
+    script.write_text(UNBOUNDED + statement + ";\nINSERT INTO big SELECT id, amount FROM orders;\n")
+    proc = run_cli("export", "--sql", str(script), "--timeout", "90")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"upgrade-gate: error: {script}: statement {number} (") and "run a job" in lines[0]
+
+
+def test_pyflink_export_takes_the_settings_and_says_ids_may_depend_on_guesses(tmp_path: Path) -> None:
+    out = tmp_path / "spec.json"
+    proc = run_cli("export", "--pyflink", str(PYFLINK_JOB), "-D", "pipeline.operator-chaining.enabled=false",
+                   "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["chaining_enabled"] is False
+    assert "pipeline.operator-chaining.enabled=false (-D)" in proc.stderr
+    assert "may depend on parallelism.default, which was not given (assumed 1)" in proc.stderr
+    conf = tmp_path / "config.yaml"
+    conf.write_text("pipeline.operator-chaining.enabled: false\n")
+    proc = run_cli("export", "--pyflink", str(PYFLINK_JOB), "--config", str(conf), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["chaining_enabled"] is False
+    assert "pipeline.operator-chaining.enabled=false (config)" in proc.stderr
+    assert "warning" not in proc.stderr  # the config is the job's: what it leaves out is Flink's default

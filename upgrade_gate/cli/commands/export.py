@@ -1,8 +1,11 @@
 """`upgrade-gate export`: the job-graph spec of a job jar, SQL script or compiled plan.
 
-Users have jars, not spec JSON (design §4.1). This builds the StreamGraph with real Flink (the
-jars under `.work/flink/`, downloaded on first use), without running the job, and writes the
-spec that `ids` and `check` read.
+Users have jars, not spec JSON. This builds the StreamGraph with real Flink (the jars under
+`.work/flink/`, downloaded on first use), without running the job, and writes the spec that `ids`
+and `check` read. Operators without a uid get IDs that depend on chaining, and chaining on the
+settings the job runs with, so export takes what `flink run` takes (`-p`, `-D key=value`, the
+cluster's config file), says on stderr what it assumed, and warns when uid-less operators' IDs
+depend on a setting it had to default.
 """
 
 from __future__ import annotations
@@ -12,26 +15,45 @@ import json
 import sys
 from pathlib import Path
 
-from flink_bridge.exporter import export_spec
+from flink_bridge.dist import FLINK_RELEASES
+from flink_bridge.exporter import DEFAULT_TIMEOUT, DEFAULT_VERSION, export_graph
+from hashing.errors import InputError
 
 NAME = "export"
-ORDER = 5
 HELP = "write the job-graph spec of a job jar, SQL script or compiled SQL plan, built by real Flink"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--jar", type=Path, help="job jar; program arguments go after `--`")
-    source.add_argument("--sql", type=Path, help="SQL script (DDL, SET, INSERT; SQL client syntax)")
+    source.add_argument("--sql", type=Path, help="SQL script (DDL, SET, INSERT, statement sets, EXECUTE PLAN; "
+                                                 "SQL client syntax); translated, never executed")
     source.add_argument("--compiled-plan", type=Path, help="FLIP-190 compiled plan JSON (COMPILE PLAN)")
     source.add_argument("--pyflink", type=Path, help="PyFlink DataStream program (.py); arguments go after `--`")
     parser.add_argument("--main-class", help="entry point class (default: the jar manifest's Main-Class)")
-    parser.add_argument("--flink-version", choices=("1.20", "2.3"), default="2.3",
-                        help="Flink release that builds the graph (default: %(default)s)")
-    parser.add_argument("--parallelism", type=int, default=1,
-                        help="default parallelism, like `flink run -p` (default: %(default)s)")
+    parser.add_argument("--flink-version", default=DEFAULT_VERSION, metavar="VERSION",
+                        help=f"Flink release that builds the graph: {', '.join(FLINK_RELEASES)} "
+                             "(default: %(default)s; downloaded on first use)")
+    parser.add_argument("-p", "--parallelism", type=str, default=None,
+                        help="default parallelism, as `flink run -p` "
+                             "(default: the config's parallelism.default, else 1)")
+    parser.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Flink setting, as `flink run -D` (repeatable), e.g. "
+                             "-D pipeline.operator-chaining.enabled=false")
+    parser.add_argument("--config", type=Path, metavar="FILE|DIR",
+                        help="the client's Flink config: config.yaml (1.19+), the legacy flink-conf.yaml (1.x), "
+                             "or the FLINK_CONF_DIR holding one")
+    parser.add_argument("--timeout", type=str, default=str(DEFAULT_TIMEOUT).removesuffix(".0"),
+                        help="seconds before the Flink JVM is killed (default: %(default)s)")
     parser.add_argument("-o", "--output", type=Path, help="write the spec here instead of stdout")
     parser.add_argument("program_args", nargs=argparse.REMAINDER, help="-- ARGS...: arguments for the job's main()")
+
+
+def _number(text: str, flag: str, kind: type) -> int | float:
+    try:
+        return kind(text)
+    except ValueError:
+        raise InputError(f"{flag} {text!r}: not a number") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,11 +68,24 @@ def run(args: argparse.Namespace) -> int:
         kind, path = "pyflink", args.pyflink
     else:
         kind, path = "compiled-plan", args.compiled_plan
-    spec = export_spec(kind, path, main_class=args.main_class, args=program_args,
-                       flink_version=args.flink_version, parallelism=args.parallelism)
-    text = json.dumps(spec, indent=2, ensure_ascii=False) + "\n"
+    parallelism = None if args.parallelism is None else int(_number(args.parallelism, "-p", int))
+    timeout = float(_number(args.timeout, "--timeout", float))
+    try:
+        result = export_graph(kind, path, main_class=args.main_class, args=program_args,
+                              flink_version=args.flink_version, parallelism=parallelism, config=args.config,
+                              dynamic=args.dynamic, timeout=timeout)
+    except KeyboardInterrupt:  # the JVM is already gone (flink_bridge.jvm.run_process)
+        print(f"upgrade-gate: export of {path} interrupted", file=sys.stderr)
+        return 130
+    print(result.assumptions(), file=sys.stderr)
+    for warning in result.warnings():
+        print(warning, file=sys.stderr)
+    text = json.dumps(result.spec, indent=2, ensure_ascii=False) + "\n"
     if args.output is None:
         sys.stdout.write(text)
     else:
-        args.output.write_text(text, encoding="utf-8")
+        try:
+            args.output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{args.output}: cannot write: {exc.strerror or exc}") from None
     return 0
