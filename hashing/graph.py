@@ -1,6 +1,6 @@
 """The job-graph model: what Flink's `StreamGraph` holds that matters for IDs, chaining and state.
 
-Only what changes an operator ID, a chain or a restore is modelled (design §4.1). Names follow
+Only what changes an operator ID, a chain or a restore is modelled (docs/graph-spec.md). Names follow
 Flink (`StreamNode`, `StreamEdge`, `ChainingStrategy`) so a Flink engineer can check each rule
 against the Java source. Edge order is part of the model: Flink enqueues children in out-edge
 order and mixes input hashes in in-edge order, and both orders are the order of `edges`.

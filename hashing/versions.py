@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from hashing.errors import InputError
 
-# Chaining rules used by the hasher are identical across these (flink-internals.md §2.2).
+# Chaining rules used by the hasher are identical across these (`StreamingJobGraphGenerator#isChainable`).
 SUPPORTED = ("1.18", "1.19", "1.20", "2.0", "2.1", "2.2", "2.3")
 DEFAULT = "2.3"
 
-# The `_metadata` format version each release writes (flink-internals.md §6.2, checked in the
+# The `_metadata` format version each release writes (`Checkpoints` / `MetadataSerializers`, checked in the
 # release jars: `MetadataV4Serializer` in 1.16–1.20, V5 in 2.0, V6 in 2.1–2.3). A release reads
 # every version from OLDEST_READ_METADATA_VERSION up to the one it writes, and nothing newer:
 # 1.20 fails on a 2.x savepoint with "Unrecognized checkpoint version number: 6".

@@ -90,7 +90,7 @@ def _assert_same(data: bytes, monkeypatch: pytest.MonkeyPatch, base: str | None 
     return general
 
 
-# ---- a writer of each version's layout (flink-internals.md §6.3) ----------------------------
+# ---- a writer of each version's layout (Flink's MetadataV*Serializer) ----------------------------
 
 def _operator_handle(delegate: bytes, tag: int = 4, names: tuple[str, ...] = ("s",)) -> bytes:
     b = MetadataBuilder().byte(tag).int(len(names))

@@ -150,7 +150,7 @@ def test_v5_absent_name_and_uid_are_none() -> None:
 
 
 def test_which_release_reads_and_writes_which_metadata_version() -> None:
-    """flink-internals.md §6.2: 1.x writes v4, 2.0 v5, 2.1+ v6; a release reads v2 up to what it writes."""
+    """`hashing.versions`: 1.x writes v4, 2.0 v5, 2.1+ v6; a release reads v2 up to what it writes."""
     written = {r: FlinkVersion.parse(r).metadata_version for r in SUPPORTED}
     assert written == {"1.18": 4, "1.19": 4, "1.20": 4, "2.0": 5, "2.1": 6, "2.2": 6, "2.3": 6}
     for release, newest in written.items():

@@ -1,4 +1,4 @@
-"""The job graph spec of design §4.1 -> `StreamGraph`, validated.
+"""The job graph spec of docs/graph-spec.md -> `StreamGraph`, validated.
 
 Every error names the offending node or edge, because a user with a 200-operator spec needs
 to know which line to fix. Flink's own limits are enforced with Flink's messages where Flink

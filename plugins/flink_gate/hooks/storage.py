@@ -6,7 +6,7 @@ in a DAG or a log line. `file://` URIs and plain paths need no connection. The r
 (finding the newest complete savepoint, bounded reads, clear errors) is the core's
 `upgrade_gate.storage.savepoints`; this hook only hands it a boto3 client built from the connection.
 
-Read-only by construction: savepoint prefixes are only listed and read (design §9).
+Read-only by construction: savepoint prefixes are only listed and read (docs/guarantees.md).
 """
 
 from __future__ import annotations

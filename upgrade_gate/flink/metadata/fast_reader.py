@@ -62,7 +62,7 @@ _MODES = tuple(Mode)
 # 4) with ASCII state names over an inline or file delegate, a key-groups handle over a
 # (relative) file. These are read straight from `data` with local variables instead of one
 # reader call (and one `what=` string) per field. Handle tags are not versioned by the file
-# version (flink-internals.md §6.4), so these serve every fast reader.
+# version (`MetadataV2V3SerializerBase#deserializeStreamStateHandle`), so these serve every fast reader.
 
 _INT_AT = struct.Struct(">i").unpack_from
 _LONG_AT = struct.Struct(">q").unpack_from
@@ -304,7 +304,8 @@ class _V3SubtaskLayout(FastReader):
     """Operators and subtasks as `MetadataV3Serializer` lays them out, for v3 to v6.
 
     From the operator id on, an operator and its subtask entries are the same bytes in v3 to v6
-    (flink-internals.md §6.3): v4 only appends the properties trailer after all operators, v5 only
+    (`MetadataV4Serializer`, `MetadataV5Serializer`, `MetadataV6Serializer`): v4 only appends the
+    properties trailer after all operators, v5 only
     puts name and uid before the id (the serializer reads them before calling this), v6 only
     changes how channel handles are encoded, and this reader takes only subtasks without channel
     handles (two 0 counts, the same bytes in every version). It does not fit v2 (duration and

@@ -123,7 +123,8 @@ class MetadataV2V3SerializerBase(ABC):
 
     @abstractmethod
     def read_operator_state(self, r: BoundedReader, ctx: DeserializationContext) -> OperatorState:
-        """Each format version lays out an operator state differently (flink-internals.md §6.3)."""
+        """Each format version lays out an operator state differently
+        (`MetadataV2V3SerializerBase#deserializeOperatorState` and its v4-v6 overrides)."""
 
     def _operator_id(self, r: BoundedReader) -> bytes:
         return r.read_bytes(16, "operator id")

@@ -74,7 +74,7 @@ public final class ExportMain {
     static final String CHAIN_MAX_P = "pipeline.operator-chaining.chain-operators-with-different-max-parallelism";
 
     /**
-     * Settings that decide chaining or the graph's shape (flink-internals.md, chaining rules), with
+     * Settings that decide chaining or the graph's shape (StreamingJobGraphGenerator#isChainable), with
      * Flink's defaults. The first three are probed: the graph is rebuilt with another value.
      */
     static final String[][] SETTINGS = {

@@ -29,7 +29,7 @@ import java.util.Map;
 import java.util.PriorityQueue;
 
 /**
- * Turns a real Flink {@link StreamGraph} into the job-graph spec of design §4.1.
+ * Turns a real Flink {@link StreamGraph} into the job-graph spec of docs/graph-spec.md.
  *
  * <p>Shared by the oracle (fixtures) and the exporter (user jobs), so both describe a graph
  * with exactly the same fields. Edge order matters to the hasher (out-edges are enqueued and
