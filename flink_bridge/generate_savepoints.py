@@ -15,6 +15,14 @@ Usage: python -m flink_bridge.generate_savepoints [--versions 1.20 2.0 2.3] [--c
        [--out DIR] [--large] [--wide]   (--large writes the parallelism-128 benchmark savepoint to
        .work/bench/, --wide the parallelism-1,000 one: built from Flink's state-handle classes and written
        by Flink's own Checkpoints.storeCheckpointMetadata, see java/savepoints/common/.../Wide.java)
+       python -m flink_bridge.generate_savepoints --state-schemas [--versions 1.20 2.3]
+       (savepoints of java/savepoints/common/.../StateSchemas.java, one state per serializer family, kept
+       under tests/fixtures/savepoints/state-schemas/<release>/<case>/ with `flink-state-meta.json`: what
+       Flink's own KeyedBackendSerializationProxy / OperatorBackendSerializationProxy read from every
+       handle, see StateMetaDump.java)
+       python -m flink_bridge.generate_savepoints --state-schema-restores
+       (restores those savepoints on 2.3 and, as controls, on their own release, and records per state whether
+       every restored value is right: state-schemas/restores.json, see StateSchemaRestore.java)
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import sys
 from pathlib import Path
 
 from flink_bridge.dist import REPO_ROOT, WORK_DIR, FlinkDistError, ensure_flink, release_of
-from flink_bridge.jvm import flink_conf_dir, java_command
+from flink_bridge.jvm import compile_tool, flink_conf_dir, java_command
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "savepoints"
 BENCH_DIR = WORK_DIR / "bench"
@@ -145,6 +153,91 @@ def generate_wide(version: str = "2.3") -> Path:
     return generate(version, [WIDE_CASE], BENCH_DIR)[0]
 
 
+STATE_SCHEMA_DIR = FIXTURES / "state-schemas"
+STATE_SCHEMA_VERSIONS = ("1.20", "2.3")
+STATE_SCHEMA_CASES = ("hashmap-canonical-p2", "hashmap-canonical-files-p1", "rocksdb-canonical-p1", "rocksdb-native-p1",
+                      "hashmap-snappy-p1")
+# Cases whose state files are committed (every handle is a file next to `_metadata`, relative paths).
+STATE_SCHEMA_FILES = {"hashmap-canonical-files-p1"}
+
+
+def generate_state_schemas(version: str, cases: list[str] | None = None, out: Path = STATE_SCHEMA_DIR) -> list[Path]:
+    """Savepoints holding one state per serializer family, plus Flink's own reading of their state meta info.
+
+    Inline handles keep the fixtures to `_metadata` alone except for the one case whose handles are files.
+    RocksDB native savepoints keep only `_metadata`: their meta stream is inline, the SST files are not needed
+    to read state meta information."""
+    release = release_of(version)
+    ensure_flink(release)
+    stage = WORK_DIR / "state-schemas-stage" / release
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    written: list[Path] = []
+    for line in run_java(version, "ugate.savepoints.StateSchemas",
+                         [str(stage), *(cases or STATE_SCHEMA_CASES)]).splitlines():
+        if "\t" not in line:
+            continue
+        case, path = line.split("\t", 1)
+        if path.startswith("ERROR\t"):
+            print(f"[state-schemas] {release} {case}: FAILED: {path[6:]}", file=sys.stderr)
+            continue
+        dest = out / release / case
+        _keep(_local(path), dest, case in STATE_SCHEMA_FILES)
+        written.append(dest)
+        print(f"[state-schemas] {release} {case}: {(dest / '_metadata').stat().st_size} bytes", file=sys.stderr)
+    if written:
+        run_java(version, "ugate.savepoints.StateMetaDump", [str(d) for d in written])
+    shutil.rmtree(stage, ignore_errors=True)
+    export_state_schema_graph(version, out / f"graph-{release}.json")
+    return written
+
+
+# (savepoint release, case, backend, parallelism, restored on, parts of the job restored without their state)
+STATE_SCHEMA_RESTORES = (
+    *((r, case, backend, par, "2.3", skip)
+      for r in ("1.20",)
+      for case, backend, par in (("hashmap-canonical-p2", "hashmap", 2), ("rocksdb-canonical-p1", "rocksdb", 1))
+      for skip in ("", "operator,broadcast", "operator,keyed", "keyed,broadcast")),
+    ("1.20", "hashmap-canonical-p2", "hashmap", 2, "1.20", ""),
+    ("2.3", "hashmap-canonical-p2", "hashmap", 2, "2.3", ""),
+)
+
+
+def record_state_schema_restores(out: Path = STATE_SCHEMA_DIR) -> Path:
+    """Restore the state-schema savepoints with real Flink (StateSchemaRestore.java) and record, per state,
+    whether every restored value is what it must be: `restores.json`, what the gate's Kryo rule must predict.
+    A part of the job whose restore fails hides the others, so each part is also restored alone."""
+    import json
+
+    outcomes = []
+    for release, case, backend, par, target, skip in STATE_SCHEMA_RESTORES:
+        savepoint = out / release_of(release) / case
+        line = run_java(target, "ugate.savepoints.StateSchemaRestore", [str(savepoint), backend, str(par), skip],
+                        timeout=600).strip().splitlines()[-1]
+        result = json.loads(line)
+        outcomes.append({"savepoint": f"{release_of(release)}/{case}", "restored_on": release_of(target),
+                         "backend": backend, "parallelism": par, "skipped": skip.split(",") if skip else [],
+                         **result})
+        print(f"[state-schemas] restore {release_of(release)}/{case} on {release_of(target)} "
+              f"(skip {skip or '-'}): {result['status']}", file=sys.stderr)
+    dest = out / "restores.json"
+    dest.write_text(json.dumps(outcomes, indent=1) + "\n")
+    return dest
+
+
+def export_state_schema_graph(version: str, dest: Path) -> None:
+    """The fixture job's graph spec (StateSchemas.GraphMain), exported by `upgrade-gate export` from a jar of
+    the compiled classes: the new job a gate check of these savepoints runs against (same uids, parallelism 2)."""
+    release = release_of(version)
+    classes = compile_tool("savepoints", release)
+    jar = WORK_DIR / "state-schemas-stage" / f"state-schemas-{release}.jar"
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "ugate"], check=True)
+    subprocess.run([sys.executable, "-m", "upgrade_gate", "export", "--jar", str(jar), "--main-class",
+                    "ugate.savepoints.StateSchemas$GraphMain", "--flink-version", version, "-p", "2", "-o", str(dest)],
+                   check=True, cwd=REPO_ROOT)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--versions", nargs="+", default=list(VERSIONS))
@@ -153,7 +246,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--large", action="store_true", help="write the parallelism-128 benchmark savepoint instead")
     ap.add_argument("--wide", action="store_true", help="write the parallelism-1,000 benchmark savepoint instead")
     ap.add_argument("--derive-v3", action="store_true", help="only re-derive the v3 fixtures from the 1.20 ones")
+    ap.add_argument("--state-schemas", action="store_true",
+                    help="write the state-schema fixtures (a state per serializer family) and Flink's reading")
+    ap.add_argument("--state-schema-restores", action="store_true",
+                    help="restore the state-schema savepoints (1.20 -> 2.3 and controls) and record what Flink did")
     args = ap.parse_args(argv)
+    if args.state_schema_restores:
+        print(record_state_schema_restores())
+        return 0
+    if args.state_schemas:
+        versions = args.versions if args.versions != list(VERSIONS) else list(STATE_SCHEMA_VERSIONS)
+        cases = args.cases if args.cases != list(CASES) else None
+        for v in versions:
+            generate_state_schemas(v, cases)
+        return 0
     if args.derive_v3:
         dirs = derive_v3(args.out / release_of("1.20"))
         run_java("1.20", "ugate.savepoints.FlinkView", ["view", *map(str, dirs)])

@@ -26,11 +26,14 @@ class Verdict(StrEnum):
     """The outcome of a check. A `StrEnum`, so JSON, XCom and Spark columns keep the plain names.
 
     Severity orders the verdicts (higher is worse). Misrouting ranks above loss because it is
-    silent twice over: the job runs, and an operator works on another operator's data."""
+    silent twice over: the job runs, and an operator works on another operator's data. Corruption
+    (state whose bytes the new Flink misreads) ranks above both: the state arrives at the right
+    operator and is wrong."""
 
     SAFE = "SAFE"
     STATE_LOSS = "STATE_LOSS"
     STATE_MISROUTED = "STATE_MISROUTED"
+    STATE_CORRUPTED = "STATE_CORRUPTED"
     RESTORE_FAILS = "RESTORE_FAILS"
 
     @property
@@ -56,10 +59,13 @@ class Verdict(StrEnum):
         return tuple(sorted(cls, key=lambda v: v.severity))
 
 
-_SEVERITY = {Verdict.SAFE: 0, Verdict.STATE_LOSS: 1, Verdict.STATE_MISROUTED: 2, Verdict.RESTORE_FAILS: 3}
+_SEVERITY = {Verdict.SAFE: 0, Verdict.STATE_LOSS: 1, Verdict.STATE_MISROUTED: 2, Verdict.STATE_CORRUPTED: 3,
+             Verdict.RESTORE_FAILS: 4}
 _MEANING = {
     Verdict.SAFE: "The savepoint restores into the new job and every byte of state lands on an operator.",
     Verdict.STATE_LOSS: "The restore succeeds, but state is dropped or reset.",
     Verdict.STATE_MISROUTED: "The restore succeeds, but some state lands on an operator that did not write it.",
+    Verdict.STATE_CORRUPTED: "The new Flink reads some state back wrong: the job runs on corrupted values, or fails "
+                             "when it reads them.",
     Verdict.RESTORE_FAILS: "Flink will refuse to start the new job from this savepoint.",
 }

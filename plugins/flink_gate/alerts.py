@@ -57,6 +57,7 @@ class GateAlert:
     @property
     def title(self) -> str:
         what = {"RESTORE_FAILS": "would fail to restore",
+                "STATE_CORRUPTED": "would restore state corrupted",
                 "STATE_MISROUTED": "would restore state into the wrong operator"}.get(self.verdict, "would lose state")
         return f"[upgrade gate] {self.job}: {self.verdict} — the upgrade {what}; it was blocked"
 

@@ -54,7 +54,7 @@ from upgrade_gate.flink.assignment.state_assignment import MATCHING_MODES
 from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
 from upgrade_gate.flink.metadata.model import CheckpointMetadata
 from upgrade_gate.flink.simulation import Simulation, simulate
-from upgrade_gate.gate import findings, misrouting
+from upgrade_gate.gate import findings, misrouting, state_schema_rules
 from upgrade_gate.gate import remedies as remedies_mod
 from upgrade_gate.gate.findings import state_names
 from upgrade_gate.storage.savepoints import load_savepoint
@@ -183,7 +183,10 @@ def _evaluate(metadata: CheckpointMetadata, side: misrouting.GraphSide, hasher: 
     if sim.failure is not None and not allow:
         hypothetical = simulate(metadata, graph, ids, pointer, allow_non_restored_state=True, matching=matching)
         shown = hypothetical if hypothetical.failure is None else sim
-    found = findings.collect(findings.RuleContext.of(metadata, graph, sim, ids))
+    # the state-schema rule reads state files, so it is this module's link in the chain: SNAPSHOT_RULES
+    # stays free of I/O and of the import it would need
+    found = findings.collect(findings.RuleContext.of(metadata, graph, sim, ids),
+                             (*findings.SNAPSHOT_RULES, state_schema_rules.kryo_upgrade_misreads))
     if shown.assignment is not None:
         old_ids = []
         if old is not None:
@@ -193,6 +196,8 @@ def _evaluate(metadata: CheckpointMetadata, side: misrouting.GraphSide, hasher: 
         found = findings.merge_misrouting(found, wrong, notes)
     if sim.failure is not None:
         verdict = Verdict.RESTORE_FAILS
+    elif any(x.corrupted for x in found.losses):
+        verdict = Verdict.STATE_CORRUPTED
     elif found.wrong_receiver:
         verdict = Verdict.STATE_MISROUTED
     else:

@@ -54,9 +54,10 @@ def keyed_bytes(op: OperatorState) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Loss:
-    """State the new job will not have. `orphaned`: the whole snapshot of one operator is left without
-    an owner, so a pin (`uid`/`setUidHash`) may route it back; partial losses (coordinator, an
-    overwritten pair) are named but not routed."""
+    """State the new job will not have intact. `orphaned`: the whole snapshot of one operator is left
+    without an owner, so a pin (`uid`/`setUidHash`) may route it back; partial losses (coordinator, an
+    overwritten pair) are named but not routed. `corrupted`: the state is restored, but the new Flink
+    reads its bytes wrong (`upgrade_gate.gate.state_schema_rules`)."""
 
     state: OperatorState
     name: str | None
@@ -64,10 +65,12 @@ class Loss:
     reason: str
     names: tuple[str, ...]
     orphaned: bool = True
+    corrupted: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"operator_id": self.state.operator_id_hex, "name": self.name, "uid": self.state.uid,
-                "bytes": self.nbytes, "state_names": list(self.names), "reason": self.reason}
+        doc = {"operator_id": self.state.operator_id_hex, "name": self.name, "uid": self.state.uid,
+               "bytes": self.nbytes, "state_names": list(self.names), "reason": self.reason}
+        return {**doc, "corrupted": True} if self.corrupted else doc
 
 
 @dataclass(frozen=True, slots=True)
