@@ -73,6 +73,16 @@ def test_job_id_picks_the_newest_savepoint_of_that_job_not_the_newest_in_the_dir
     assert short.location == str(flat / SP_JOB)
 
 
+def test_inspect_takes_the_same_discovery_forms_and_says_what_it_picked(flat: Path) -> None:
+    p = run_cli("inspect", f"latest:{flat}?job-id={JOB}", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.startswith(f"savepoint: {flat / SP_JOB / '_metadata'} (")
+    assert json.loads(p.stdout)["checkpoint_id"] == json.loads(
+        run_cli("inspect", str(flat / SP_JOB), "--format", "json").stdout)["checkpoint_id"]
+    bad = run_cli("inspect", f"latest:{flat}")  # several jobs, no job id: refused, listing them
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and SP_JOB in bad.stderr
+
+
 def test_retained_checkpoints_are_found_by_job_id_newest_first(flat: Path) -> None:
     t = time.time() - 500
     _put(flat, f"{JOB}/chk-3", OTHER, t)

@@ -14,6 +14,7 @@ from typing import Any
 from upgrade_gate.cli.text_table import human_bytes, paragraph, render
 from upgrade_gate.flink.metadata import to_json
 from upgrade_gate.flink.state_meta import OperatorSchemas, read_state_schemas
+from upgrade_gate.storage import discovery
 from upgrade_gate.storage.savepoints import load_savepoint
 from upgrade_gate.storage.state_files import state_stream_opener
 
@@ -25,7 +26,8 @@ HELP = ("Read a savepoint's _metadata (a directory, a _metadata file, file:// or
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("savepoint", metavar="SAVEPOINT",
                         help="savepoint directory, _metadata file, file:// URI, or s3://bucket/prefix (a job prefix "
-                             "selects its newest complete savepoint)")
+                             "selects its newest complete savepoint); or where Flink keeps it: "
+                             "latest:DIR?job-id=JOBID, flink-rest://HOST:PORT/JOB, k8s:FILE.yaml")
     parser.add_argument("--format", choices=("table", "json"), default=None,
                         help="default: a table on a terminal, JSON when piped (scripts keep getting JSON)")
     parser.add_argument("--detail", action="store_true", help="JSON: include every state handle and master states")
@@ -126,7 +128,11 @@ def render_table(doc: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    metadata = load_savepoint(args.savepoint)
+    if discovery.is_discovery(args.savepoint):  # latest:DIR?job-id=, flink-rest://, k8s:FILE
+        metadata, found = discovery.load(args.savepoint)
+        print(f"savepoint: {metadata.source} ({found.how})", file=sys.stderr)
+    else:
+        metadata = load_savepoint(args.savepoint)
     doc = add_states(to_json(metadata, detail=args.detail), read_state_schemas(metadata, state_stream_opener()))
     if (args.format or ("table" if sys.stdout.isatty() else "json")) == "json":
         json.dump(doc, sys.stdout, indent=2)
