@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import Param, dag, task
 from flink_gate import fleet
-from flink_gate.dag_parts import check_params, notifiers
+from flink_gate.dag_parts import check_params, notifiers, storage_param
 from flink_gate.operators.spark import SparkGateJobOperator
 from flink_gate.steps import REPO
 
@@ -42,6 +42,7 @@ SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "768m", "spark
         "savepoint_root": Param(None, type=["null", "string"], title="Savepoint root",
                                 description="One prefix per job. Empty: the Variable upgrade_gate_savepoint_root."),
         **check_params(),
+        "aws_conn_id": storage_param(),
     },
 )
 def flink_fleet_scan() -> None:

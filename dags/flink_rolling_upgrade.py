@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag, task
 from flink_gate import rolling
-from flink_gate.notifications import GateEmailNotifier, GateSlackWebhookNotifier, GateWebhookNotifier
+from flink_gate.dag_parts import check_params, notifiers, storage_param
 
 JOB_SCHEMA = {
     "type": "object",
@@ -48,11 +48,11 @@ JOB_SCHEMA = {
                       description="check: gate every job, touch nothing. upgrade: upgrade SAFE jobs wave by wave."),
         "savepoint_root": Param(None, type=["null", "string"],
                                 description="Empty: the Variable upgrade_gate_savepoint_root."),
-        "hasher": Param("v2", type="string", enum=["v2", "v3"]),
-        "matching": Param("fixed", type="string", enum=["fixed", "naive"]),
-        "allow_non_restored_state": Param(False, type="boolean"),
-        "flink_version": Param("2.3", type="string", enum=["1.18", "1.19", "1.20", "2.0", "2.1", "2.2", "2.3"]),
-        "aws_conn_id": Param("aws_default", type="string"),
+        "state_root": Param(None, type=["null", "string"],
+                            description="Upgrade records and per-job leases (s3://bucket/prefix/). Empty: the Variable "
+                            "upgrade_gate_state_root, else the local work directory (single worker only)."),
+        **check_params(),
+        "aws_conn_id": storage_param(),
         "flink_conn_id": Param("flink_default", type="string"),
         "timeout_s": Param(600, type="integer", minimum=10),
     },
@@ -65,13 +65,7 @@ def flink_rolling_upgrade() -> None:
 
     @task(retries=1)
     def roll_out(waves: list[list[str]], **context) -> dict:
-        notifiers = [
-            GateWebhookNotifier(
-                http_conn_id="{{ var.value.get('upgrade_gate_webhook_conn_id', 'upgrade_gate_webhook') }}"),
-            GateSlackWebhookNotifier(slack_webhook_conn_id="{{ var.value.get('upgrade_gate_slack_conn_id', '') }}"),
-            GateEmailNotifier(to="{{ var.value.get('upgrade_gate_alert_email', '') }}"),
-        ]
-        return rolling.roll_out(context, waves, notifiers)
+        return rolling.roll_out(context, waves, notifiers())
 
     @task(retries=0)
     def outcome(result: dict) -> dict:

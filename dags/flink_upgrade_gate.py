@@ -19,10 +19,8 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Param, dag, task
 from flink_gate import steps
-from flink_gate.notifications import GateEmailNotifier, GateSlackWebhookNotifier, GateWebhookNotifier
+from flink_gate.dag_parts import check_params, notifiers, storage_param
 from flink_gate.operators.gate import FlinkUpgradeGateOperator
-
-FLINK_VERSIONS = ["1.18", "1.19", "1.20", "2.0", "2.1", "2.2", "2.3"]
 
 PARAMS = {
     "job_name": Param("orders-enrichment", type="string", minLength=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
@@ -42,16 +40,7 @@ PARAMS = {
                  "uploaded to Flink when the upgrade is performed."),
     "main_class": Param(None, type=["null", "string"], title="Main class", description="Entry class (default: the jar "
                         "manifest's Main-Class)."),
-    "hasher": Param("v2", type="string", enum=["v2", "v3"], title="Hasher",
-                    description="v2: Flink's StreamGraphHasherV2 (Flink 1.18–2.3 today). v3: FLIP-411's "
-                    "chaining-agnostic hasher, with V2 ids as fallbacks."),
-    "matching": Param("fixed", type="string", enum=["fixed", "naive"], title="Alternative-ID matching",
-                      description="fixed: ordered alternative ids (FLIP-411 as intended). naive: today's loop, "
-                      "which shows the state loss the FLIP describes."),
-    "allow_non_restored_state": Param(False, type="boolean", title="allowNonRestoredState",
-                                      description="Let Flink start even if some state has no operator. The gate "
-                                      "then reports STATE_LOSS instead of RESTORE_FAILS; it still blocks."),
-    "flink_version": Param("2.3", type="string", enum=FLINK_VERSIONS, title="Flink version of the new job"),
+    **check_params(),
     "mode": Param("check", type="string", enum=["check", "upgrade"], title="Mode",
                   description="check: simulate and report only. upgrade: after a SAFE verdict, stop the job with a "
                   "savepoint and start the new jar from it."),
@@ -66,17 +55,19 @@ PARAMS = {
     "savepoint_target_dir": Param(None, type=["null", "string"], title="Savepoint target directory",
                                   description="Upgrade mode: where Flink writes the stop-with-savepoint "
                                   "(default: the cluster's state.savepoints.dir)."),
-    "aws_conn_id": Param("aws_default", type="string", title="Object storage connection"),
+    "rollback_jar": Param(None, type=["null", "string"], title="Rollback jar",
+                          description="Upgrade mode: the running version's jar, restarted from the upgrade savepoint "
+                          "if the new job does not restore (without it a failed restore needs an operator)."),
+    "rollback_main_class": Param(None, type=["null", "string"], title="Rollback main class"),
+    "state_root": Param(None, type=["null", "string"], title="Upgrade records",
+                        description="Where upgrade records and per-job leases live (s3://bucket/prefix/). Empty: the "
+                        "Variable upgrade_gate_state_root; if that is empty too, the local work directory "
+                        "(single worker only)."),
+    "aws_conn_id": storage_param(),
     "flink_conn_id": Param("flink_default", type="string", title="Flink REST connection"),
     "timeout_s": Param(600, type="integer", minimum=10, title="Flink operation timeout (s)"),
 }
 
-NOTIFIERS = [
-    GateWebhookNotifier(http_conn_id="{{ var.value.get('upgrade_gate_webhook_conn_id', 'upgrade_gate_webhook') }}"),
-    GateSlackWebhookNotifier(slack_webhook_conn_id="{{ var.value.get('upgrade_gate_slack_conn_id', '') }}"),
-    GateEmailNotifier(to="{{ var.value.get('upgrade_gate_alert_email', '') }}",
-                      smtp_conn_id="{{ var.value.get('upgrade_gate_smtp_conn_id', 'smtp_default') }}"),
-]
 
 
 @dag(
@@ -106,11 +97,12 @@ def flink_upgrade_gate() -> None:
     def decide(**context) -> list[str] | None:
         return steps.decide(context)
 
-    @task(trigger_rule="none_failed_min_one_success", retries=0)
+    # Retries are safe: the upgrade resumes from its record in the object store and the cluster.
+    @task(trigger_rule="none_failed_min_one_success", retries=2)
     def upgrade(**context) -> dict:
         return steps.upgrade(context, context["ti"].xcom_pull(task_ids="gate"))
 
-    @task(retries=0)
+    @task(retries=2)
     def verify(upgraded: dict, **context) -> dict:
         return steps.verify(context, upgraded)
 
@@ -127,7 +119,7 @@ def flink_upgrade_gate() -> None:
         conf={"spark.ui.enabled": "false", "spark.driver.memory": "512m"},
     )
     simulated = simulate_restore(savepoint, graph)
-    gate = FlinkUpgradeGateOperator(task_id="gate", check=simulated, notifiers=NOTIFIERS)
+    gate = FlinkUpgradeGateOperator(task_id="gate", check=simulated, notifiers=notifiers())
     approve = ApprovalOperator(
         task_id="approve",
         subject="Upgrade Flink job {{ params.job_name }}?",

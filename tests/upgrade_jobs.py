@@ -66,6 +66,27 @@ def build_jobs(version: str = "2.3") -> dict[str, Path]:
     return jars
 
 
+def job_graphs(jars: dict[str, Path], variants: tuple[str, ...] | None = None) -> dict[str, Path]:
+    """Each variant's job-graph spec, built from its jar by real Flink (`export_spec`), cached next
+    to the jars: rebuilt only when the jobs' sources change (the jars are rebuilt then too)."""
+    import json
+
+    from flink_bridge.exporter import export_spec
+
+    out: dict[str, Path] = {}
+    for variant in variants or tuple(jars):
+        jar = jars[variant]
+        graph = jar.parent / "graphs" / f"{variant}.json"
+        stamp = graph.with_suffix(".source")
+        key = f"{jar.stat().st_size}:{jar.stat().st_mtime_ns}"
+        if not (graph.is_file() and stamp.is_file() and stamp.read_text() == key):
+            graph.parent.mkdir(parents=True, exist_ok=True)
+            graph.write_text(json.dumps(export_spec("jar", jar)))
+            stamp.write_text(key)
+        out[variant] = graph
+    return out
+
+
 _COUNT = re.compile(r"UGATE variant=(?P<variant>\S+) job=(?P<job>[0-9a-f]{32}) key=(?P<key>\S+) count=(?P<count>\d+)")
 _INIT = re.compile(r"UGATE-INIT variant=(?P<variant>\S+) job=(?P<job>[0-9a-f]{32}) op=(?P<op>\S+) "
                    r"subtask=(?P<subtask>\d+) restored=(?P<restored>true|false) seen=(?P<seen>\d+)")

@@ -23,11 +23,11 @@ from upgrade_gate.vocabulary import (
     MATCHING_MODES,
 )
 
-__all__ = ["check_params", "notifiers"]
+__all__ = ["check_params", "notifiers", "storage_param"]
 
 
 def check_params(*, section: str | None = None) -> dict[str, Param]:
-    """The settings every check takes: hasher, matching, allowNonRestoredState, Flink version, storage."""
+    """The settings every check takes: hasher, matching, allowNonRestoredState, Flink version."""
     extra: dict[str, Any] = {"section": section} if section else {}
     return {
         "hasher": Param(DEFAULT_HASHER, type="string", enum=list(HASHERS), title="Hasher",
@@ -42,8 +42,12 @@ def check_params(*, section: str | None = None) -> dict[str, Param]:
                                           **extra),
         "flink_version": Param(DEFAULT_FLINK_VERSION, type="string", enum=list(FLINK_VERSIONS),
                                title="Flink version of the new job", **extra),
-        "aws_conn_id": Param("aws_default", type="string", title="Object storage connection", **extra),
     }
+
+
+def storage_param() -> Param:
+    return Param("aws_default", type="string", title="Object storage connection",
+                 description="The Airflow AWS connection for s3:// savepoints, graphs and upgrade records.")
 
 
 def notifiers() -> list[GateNotifier]:

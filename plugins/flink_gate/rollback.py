@@ -1,49 +1,59 @@
 """Upgrade one job with a way back: if the new job does not restore, restart the old one.
 
 The gate simulates the restore from operator ids, max parallelism and key groups; it cannot see
-everything (a state type whose serializer changed, code that throws while restoring). Design §9:
-"an upgrade never stops the old job without a completed savepoint, and it rolls back when the new
-job does not restore". So after `steps.perform_upgrade` (stop-with-savepoint, re-gate, run the
-new jar from that savepoint):
+everything (a state type whose serializer changed, code that throws while restoring). The
+promise: an upgrade never stops the old job without a completed savepoint, and it rolls back when
+the new job does not restore. So after `steps.perform_upgrade` (stop-with-savepoint, re-gate, run
+the new jar from that savepoint; see the state machine in `steps.py`):
 
 * verification waits until every subtask of the new job is RUNNING (a task restores its state
   while INITIALIZING), and that Flink restored it from our savepoint;
-* if starting or verifying the new job fails after the old job was stopped, the new job is
-  cancelled (if it exists) and the old version is resubmitted from the *same* upgrade savepoint
-  (`rollback_jar` / `rollback_jar_id`, `rollback_main_class`), then verified the same way;
-* every step is recorded in the job's state file, so a retried task neither rolls back twice
-  nor starts a second copy of either job. The savepoint is never modified or deleted.
+* on a *definite* failure after the old job was stopped (the new job failed, the re-gate refused
+  the savepoint, Flink refused the jar), the new job is cancelled (until Flink says it ended)
+  and the old version is resubmitted from the *same* upgrade savepoint (`rollback_jar` /
+  `rollback_jar_id`, `rollback_main_class`) under a job id recorded before the submission,
+  then verified the same way;
+* an *unknown* outcome that reconciliation could not settle (the cluster unreachable for longer
+  than the hook's retries) changes nothing: the task fails and its retry resumes from the record.
 
-The run still fails (`UpgradeRolledBack`): the old version is running again, the upgrade is not done.
+Every step is recorded in the job's upgrade record (object store, conditional writes) under the
+job's lease, so a retried task (on any worker) neither rolls back twice nor starts a second copy
+of either job. The savepoint is never modified or deleted.
+
+The run still fails after a rollback (`UpgradeRolledBack`): the old version runs again, verified,
+and the upgrade is not done.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from flink_gate import gate
-from flink_gate.hooks.flink_rest import FlinkRestError, FlinkRestHook
-from flink_gate.steps import perform_upgrade, verify_upgrade
+from flink_gate import upgrade_records
+from flink_gate.hooks.flink_rest import TERMINAL_JOB_STATES, FlinkRestError, FlinkRestUnknown, new_flink_id
+from flink_gate.steps import (
+    GateRefused,
+    NeedsOperator,
+    UpgradeNotStarted,
+    holder_of,
+    perform_upgrade,
+    rest_hook,
+    start_job,
+    stop_and_find_savepoint,
+    verify_upgrade,
+)
+from flink_gate.upgrade_records import TERMINAL_STATES, LeaseLost, UpgradeRecord
 
 ROLLBACK_KEYS = ("rollback_jar", "rollback_jar_id", "rollback_main_class")
+PLAN_KEYS = ("jar", "main_class", "flink_jar_id", "parallelism", "allow_non_restored_state", "savepoint_target_dir",
+             "timeout_s", "rollback_parallelism", *ROLLBACK_KEYS)
 
 
 class UpgradeRolledBack(RuntimeError):
     """The new job did not restore; the old version was restarted from the upgrade savepoint."""
 
 
-class RollbackFailed(RuntimeError):
+class RollbackFailed(NeedsOperator):
     """The new job did not restore and the old one could not be restarted: a person must act."""
-
-
-def _hook(p: dict[str, Any]) -> FlinkRestHook:
-    return FlinkRestHook(p.get("flink_conn_id") or "flink_default")
-
-
-def _read(state_file: Path) -> dict[str, Any]:
-    return json.loads(state_file.read_text()) if state_file.exists() else {}
 
 
 def default_target_dir(p: dict[str, Any], savepoint_root: str) -> dict[str, Any]:
@@ -56,58 +66,161 @@ def default_target_dir(p: dict[str, Any], savepoint_root: str) -> dict[str, Any]
 
 def verify_restored(p: dict[str, Any], job_id: str, savepoint: str) -> dict[str, Any]:
     """Every subtask RUNNING (state restored) and restored from `savepoint`, per Flink."""
-    _hook(p).wait_until_restored(job_id, timeout=float(p.get("timeout_s", 600)))
     return verify_upgrade(p, {"new_job_id": job_id, "savepoint": savepoint})
 
 
-def upgrade_with_rollback(p: dict[str, Any], state_file: Path, graph_path: str) -> dict[str, Any]:
-    """Upgrade and verify; on failure after the old job stopped, roll back and raise."""
-    try:
-        upgraded = perform_upgrade(p, state_file, graph_path)
-        verified = verify_restored(p, upgraded["new_job_id"], upgraded["savepoint"])
-        return {**verified, "savepoint": upgraded["savepoint"], "old_job_id": upgraded.get("old_job_id")}
-    except Exception as exc:
-        state = _read(state_file)
-        if "savepoint" not in state:
-            raise  # the old job was never stopped: nothing to roll back
-        rolled = roll_back(p, state_file, reason=f"{type(exc).__name__}: {exc}")
-        raise UpgradeRolledBack(
-            f"{p['job_name']}: the new version did not restore ({str(exc)[:800]}); rolled back: the old "
-            f"version runs again as job {rolled['rollback_job_id']}, restored from {state['savepoint']}") from exc
+def run_upgrade(p: dict[str, Any], graph_path: str) -> dict[str, Any]:
+    """The whole upgrade of one job under its lease: begin (or resume) the record, upgrade, verify,
+    roll back on a definite failure. Returns the verified outcome; raises otherwise."""
+    holder = holder_of(p)
+    with upgrade_records.exclusive(p, holder) as (record, lease):
+        begin(p, record, lease, holder)
+        return upgrade_with_rollback(p, record, graph_path, lease)
 
 
-def roll_back(p: dict[str, Any], state_file: Path, reason: str) -> dict[str, Any]:
-    """Cancel the new job (if any) and resubmit the old version from the upgrade savepoint."""
-    state = _read(state_file)
-    hook = _hook(p)
-    savepoint = state["savepoint"]
-    state.setdefault("rollback_reason", reason[:2000])
-    if "rollback_job_id" not in state:
-        if state.get("new_job_id"):
+def begin(p: dict[str, Any], record: UpgradeRecord, lease: Any, holder: str) -> None:
+    """Make the job's record this run's: resume our own, or settle an abandoned one, then plan.
+
+    An abandoned record (another run's, not final: its lease expired and we took it over) is first
+    reconciled with the cluster and brought to a final state with *its* plan (see `settle`)."""
+    doc = record.doc
+    if doc and doc.get("run") == holder:
+        return  # an Airflow retry of this run: resume from the record (final states are replayed)
+    if doc and doc.get("state") not in TERMINAL_STATES:
+        settle(p, record, lease)
+    previous = {k: record.get(k) for k in ("run", "state", "savepoint", "new_job_id", "rollback_job_id")
+                if record.get(k) is not None}
+    record.doc = {"previous": previous} if previous else {}
+    record.save(state="planned", run=holder, plan={k: p.get(k) for k in PLAN_KEYS if p.get(k) is not None})
+
+
+def settle(p: dict[str, Any], record: UpgradeRecord, lease: Any) -> None:
+    """Bring another run's unfinished upgrade to a final state, from the cluster's truth.
+
+    planned: nothing was sent. stopping: the stop is reconciled by its trigger id (never sent ->
+    not-started). Afterwards: the new job, if it runs restored from the savepoint, is verified;
+    otherwise the old version is rolled back with the abandoned run's plan."""
+    q = {**p, **(record.get("plan") or {})}
+    hook = rest_hook(q)
+    if record.state == "needs-operator":
+        raise NeedsOperator(f"{record.job_name}: the previous upgrade ({record.get('run')}) needs an operator: "
+                            f"{record.get('outcome')}. Resolve it, then delete {record.where}")
+    if record.state == "planned":
+        record.save(state="not-started", outcome=f"abandoned by {record.get('run')} before the stop")
+        return
+    if record.state == "stopping":
+        try:
+            record.save(state="stopped", savepoint=stop_and_find_savepoint(hook, q, record, lease.check,
+                                                                                 post=False))
+        except UpgradeNotStarted as exc:
+            record.save(state="not-started", outcome=str(exc))
+            return
+    if record.state in ("stopped", "starting") and record.get("new_job_id"):
+        job = hook.job_or_none(record["new_job_id"])
+        if job is not None and job.get("state") == "RUNNING":
             try:
-                hook.cancel(state["new_job_id"])
-            except FlinkRestError as exc:
-                raise RollbackFailed(f"could not cancel the new job {state['new_job_id']} before rolling back: "
-                                     f"{exc}; the old version was NOT restarted (savepoint {savepoint})") from exc
-        jar_id = p.get("rollback_jar_id") or state.get("rollback_jar_id")
+                verified = verify_restored(q, record["new_job_id"], record["savepoint"])
+                record.save(state="running-verified", verified=verified, outcome="finished by a later run")
+                return
+            except (FlinkRestError, RuntimeError):
+                pass
+    roll_back(q, record, reason=f"abandoned by {record.get('run')} in state {record.state}", lease=lease)
+
+
+def upgrade_with_rollback(p: dict[str, Any], record: UpgradeRecord, graph_path: str,
+                          lease: Any = None) -> dict[str, Any]:
+    """Upgrade and verify; on a definite failure after the old job stopped, roll back and raise."""
+    if record.state == "running-verified":
+        return _result(record)
+    if record.state == "rolled-back-verified":
+        raise _rolled_back(p, record)
+    if record.state == "not-started":
+        raise UpgradeNotStarted(f"{p['job_name']}: {record.get('outcome')}")
+    if record.state == "needs-operator":
+        raise NeedsOperator(f"{p['job_name']}: {record.get('outcome')}")
+    if record.state == "rolling-back":
+        roll_back(p, record, reason=record.get("rollback_reason", ""), lease=lease)
+        raise _rolled_back(p, record)
+    try:
+        upgraded = perform_upgrade(p, record, graph_path, lease)
+        verified = verify_restored(p, upgraded["new_job_id"], upgraded["savepoint"])
+        old = rest_hook(p).job_or_none(record["old_job_id"])
+        if old is not None and old.get("state") not in TERMINAL_JOB_STATES:
+            raise NeedsOperator(f"{p['job_name']}: the new job runs but the old job {record['old_job_id']} is "
+                                f"{old.get('state')}: two copies; cancel one")
+        record.save(state="running-verified", verified=verified)
+        return _result(record)
+    except UpgradeNotStarted as exc:
+        record.save(state="not-started", outcome=str(exc)[:2000])
+        raise
+    except NeedsOperator as exc:
+        record.save(state="needs-operator", outcome=str(exc)[:2000])
+        raise
+    except (LeaseLost, FlinkRestUnknown):
+        raise  # nothing is decided on an unknown outcome: a retry resumes from the record
+    except Exception as exc:
+        if record.state not in ("stopped", "starting"):
+            raise  # the old job was never stopped: nothing to roll back
+        if isinstance(exc, GateRefused) or not record.get("new_job_id") or record.state == "stopped":
+            reason = f"{type(exc).__name__}: {exc}"
+        else:
+            reason = f"the new version did not restore ({type(exc).__name__}: {str(exc)[:800]})"
+        roll_back(p, record, reason=reason, lease=lease)
+        raise _rolled_back(p, record) from exc
+
+
+def _result(record: UpgradeRecord) -> dict[str, Any]:
+    return {**record["verified"], "savepoint": record["savepoint"], "old_job_id": record.get("old_job_id"),
+            "new_job_id": record.get("new_job_id"), "record": record.where}
+
+
+def _rolled_back(p: dict[str, Any], record: UpgradeRecord) -> UpgradeRolledBack:
+    return UpgradeRolledBack(
+        f"{p['job_name']}: {record.get('rollback_reason', 'the upgrade failed')}; rolled back: the old version "
+        f"runs again as job {record['rollback_job_id']}, restored from {record['savepoint']} (verified)")
+
+
+def roll_back(p: dict[str, Any], record: UpgradeRecord, reason: str, lease: Any = None) -> dict[str, Any]:
+    """Cancel the new job (if any, until Flink says it ended) and resubmit the old version from the
+    upgrade savepoint under a pre-recorded job id; verify it. `rolled-back-verified` or `RollbackFailed`."""
+    hook = rest_hook(p)
+    check = lease.check if lease is not None else None
+    savepoint = record["savepoint"]
+    if record.state != "rolling-back":
+        record.save(state="rolling-back", rollback_reason=reason[:2000],
+                    rollback_job_id=record.get("rollback_job_id") or new_flink_id())
+    try:
+        new = record.get("new_job_id")
+        if new and hook.job_or_none(new) is not None:
+            state = hook.cancel(new, wait=float(p.get("timeout_s", 600)))
+            if state not in TERMINAL_JOB_STATES:
+                raise RollbackFailed(f"{p['job_name']}: the new job {new} is still {state} after cancelling; the old "
+                                     f"version was NOT restarted (savepoint {savepoint})")
+        jar_id = record.get("rollback_jar_id") or p.get("rollback_jar_id")
         if not jar_id:
             if not p.get("rollback_jar"):
-                raise RollbackFailed(f"{p['job_name']}: the new job did not restore and no rollback_jar was given; "
-                                     f"restart the old version from {savepoint} by hand ({reason[:500]})")
+                raise RollbackFailed(f"{p['job_name']}: {reason[:500]}; no rollback_jar was given: restart the old "
+                                     f"version from {savepoint} by hand")
             jar_id = hook.upload_jar(str(p["rollback_jar"]).removeprefix("file://"))
-            state["rollback_jar_id"] = jar_id
-            gate.write_json(state_file, state)
+            record.save(rollback_jar_id=jar_id)
         try:
-            state["rollback_job_id"] = hook.run_jar(jar_id, entry_class=p.get("rollback_main_class") or None,
-                                                    savepoint_path=savepoint, allow_non_restored_state=False,
-                                                    parallelism=p.get("rollback_parallelism") or None)
+            start_job(hook, p, record, "rollback_job_id", jar_id,
+                      (record.get("old_job_id"), record.get("new_job_id")), check,
+                      entry_class=p.get("rollback_main_class") or None, savepoint_path=savepoint,
+                      allow_non_restored_state=False, parallelism=p.get("rollback_parallelism") or None)
+        except FlinkRestUnknown:
+            raise
         except FlinkRestError as exc:
             raise RollbackFailed(f"{p['job_name']}: restarting the old version from {savepoint} failed: {exc}") from exc
-        gate.write_json(state_file, state)
-    try:
-        state["rollback_verified"] = verify_restored(p, state["rollback_job_id"], savepoint)
-    except (FlinkRestError, RuntimeError) as exc:
-        raise RollbackFailed(f"{p['job_name']}: the rolled-back job {state['rollback_job_id']} did not restore "
-                             f"from {savepoint}: {exc}") from exc
-    gate.write_json(state_file, state)
-    return state
+        try:
+            verified = verify_restored(p, record["rollback_job_id"], savepoint)
+        except FlinkRestUnknown:
+            raise
+        except (FlinkRestError, RuntimeError) as exc:
+            raise RollbackFailed(f"{p['job_name']}: the rolled-back job {record['rollback_job_id']} did not restore "
+                                 f"from {savepoint}: {exc}") from exc
+    except RollbackFailed as exc:
+        record.save(state="needs-operator", outcome=str(exc)[:2000])
+        raise
+    record.save(state="rolled-back-verified", rollback_verified=verified)
+    return dict(record.doc)

@@ -8,11 +8,16 @@ blocked gate or failed upgrade/restore; the outcome says which jobs were upgrade
 stopped it (and why), and which were left untouched.
 
 Only SAFE passes, or a STATE_LOSS whose every lost operator the job's `accept_state_loss` names
-(`acceptance.py`; allowNonRestoredState alone never does). If the new job does not restore in
+(`upgrade_gate.gate.policy`; allowNonRestoredState alone never does). If the new job does not restore in
 reality, the old version is restarted from the upgrade savepoint (`rollback.py`, `rollback_jar`).
 
 Progress is kept in `<work>/_rolling/<run>/rollout.json`, written after every job, so a retried
-task resumes where it stopped and never upgrades a job twice.
+task resumes where it stopped. What protects the jobs is not that file but each job's upgrade
+record and lease in the object store (`upgrade_records.py`): a retry (on any worker) resumes
+every job from its record and the cluster and never stops or starts a job twice, and a job that
+another DAG run is upgrading is refused, naming that run. Files and reports are keyed by
+`upgrade_records.report_name` (the exact name, or a hash-suffixed key when the name is not a
+safe path segment), so `orders v2` and `orders_v2` never share one.
 """
 
 from __future__ import annotations
@@ -21,15 +26,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flink_gate import acceptance, gate
+from flink_gate import gate
 from flink_gate.alerts import build_alert
 from flink_gate.hooks.storage import SavepointStorageHook
 from flink_gate.reports import ReportStore, safe_name
-from flink_gate.rollback import ROLLBACK_KEYS, default_target_dir, upgrade_with_rollback
-from flink_gate.steps import report_url, work_root
+from flink_gate.rollback import ROLLBACK_KEYS, default_target_dir, run_upgrade
+from flink_gate.steps import holder_of, report_url, work_root
+from flink_gate.upgrade_records import refuse_if_leased, report_name
+from upgrade_gate.gate import policy
 
 JOB_KEYS = ("graph", "jar", "main_class", "flink_job_id", "flink_jar_id", "savepoint", "parallelism",
-            # issue 7: explicitly accepted state loss, per-job allowNonRestoredState, the way back
+            # explicitly accepted state loss, per-job allowNonRestoredState, the way back
             "accept_state_loss", "allow_non_restored_state", "savepoint_target_dir", *ROLLBACK_KEYS)
 
 
@@ -59,8 +66,9 @@ def _job_params(common: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
 def _check_job(p: dict[str, Any], rdir: Path, savepoint_root: str) -> tuple[dict[str, Any], str, str]:
     storage = SavepointStorageHook(p.get("aws_conn_id") or None)
     uri = gate.savepoint_location(p.get("savepoint", "latest"), p["job_name"], savepoint_root)
-    metadata, source = storage.load_savepoint(uri)
-    graph_path = rdir / "graphs" / f"{safe_name(p['job_name'])}.json"
+    # "latest" named the job's own folder: its savepoints may carry several JobIDs and are still one job
+    metadata, source = storage.load_savepoint(uri, job_folder=uri != (p.get("savepoint", "latest") or "").strip())
+    graph_path = rdir / "graphs" / f"{report_name(p['job_name'])}.json"
     graph_path.parent.mkdir(parents=True, exist_ok=True)
     graph_path.write_bytes(storage.read_bytes(p["graph"]))
     result = gate.run_check(metadata, str(graph_path), hasher=p["hasher"], matching=p["matching"],
@@ -89,18 +97,20 @@ def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict
             done = progress["jobs"].get(name, {})
             if done.get("status") in ("upgraded", "checked"):
                 continue
-            p = _job_params(common, jobs[name])
+            p = {**_job_params(common, jobs[name]), "dag_id": ti.dag_id, "run_id": ti.run_id}
             try:
+                if params.get("mode") == "upgrade":
+                    refuse_if_leased(p, holder_of(p))  # another run is upgrading this job: refuse at once
                 checked, source, graph_path = _check_job(p, rdir, savepoint_root)
                 check = checked["check"]
-                store.publish(name, ti.run_id, check, gate.render_html(checked["result"]),
+                store.publish(report_name(name), ti.run_id, check, gate.render_html(checked["result"]),
                               {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": source, "graph": p["graph"],
                                "hasher": p["hasher"], "matching": p["matching"], "wave": wave_no,
                                "allow_non_restored_state": bool(p["allow_non_restored_state"])})
-                decision = acceptance.decide(check, p.get("accept_state_loss"))
+                decision = policy.decide(check, p.get("accept_state_loss"))
                 if not decision.passes:
                     alert = build_alert(check, job=name, run_id=ti.run_id, dag_id=ti.dag_id, savepoint=source,
-                                        report_url=report_url(name, ti.run_id))
+                                        report_url=report_url(report_name(name), ti.run_id))
                     for n in notifiers:
                         try:
                             n({**context, "gate_alert": alert.to_payload()})
@@ -110,8 +120,7 @@ def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict
                                               "gate": decision.reason}
                     progress["stopped_by"] = {"job": name, "reason": f"gate: {decision.reason}"}
                 elif params.get("mode") == "upgrade":
-                    verified = upgrade_with_rollback(default_target_dir(p, savepoint_root),
-                                                     rdir / f"{safe_name(name)}.upgrade.json", graph_path)
+                    verified = run_upgrade(default_target_dir(p, savepoint_root), graph_path)
                     progress["jobs"][name] = {"status": "upgraded", "wave": wave_no, "verdict": check["verdict"],
                                               "gate": decision.reason, **verified}
                 else:

@@ -40,6 +40,7 @@ if str(TESTS) not in sys.path:
 from upgrade_jobs import JOB_NAME, VARIANTS, JobOutput, build_jobs, parse_output  # noqa: E402
 
 DAG = "flink_rolling_upgrade"
+STATE_BUCKET = "upgrade-state"
 KEYS = {f"k{i}" for i in range(8)}
 BLOCKED = {
     "broken: no uids + a chaining change": ("v2-broken", {}, "RESTORE_FAILS"),
@@ -91,15 +92,31 @@ class Real:
         return {"jobs": [job], "canary": 1, "batch_size": 1, "mode": "upgrade", "savepoint_root": self.savepoint_root,
                 "flink_version": "2.3", "timeout_s": 120}
 
+    def upgrade_record(self) -> dict[str, Any] | None:
+        """The job's upgrade record in the object store (the Variable upgrade_gate_state_root)."""
+        from flink_gate.upgrade_records import job_key
+
+        try:
+            body = self.stack.s3.client().get_object(Bucket=STATE_BUCKET,
+                                                     Key=f"gate/upgrades/{job_key(JOB_NAME)}/record.json")["Body"]
+        except Exception as exc:
+            if "NoSuchKey" in str(exc):
+                return None
+            raise
+        return json.loads(body.read())
+
     def rollout(self, conf: dict[str, Any]) -> dict[str, Any]:
-        """One `airflow dags test` of the rolling upgrade; its state, tasks and rollout record."""
+        """One `airflow dags test` of the rolling upgrade; its state, tasks and rollout record, and
+        the job's upgrade record if this run wrote one."""
         before = len(self.stack.receiver.received)
+        record_before = self.upgrade_record()
         state, tasks, output = self.stack.dags_test(DAG, conf, timeout=600)
         rolling = Path(self.stack.env["UPGRADE_GATE_WORK_DIR"]) / "_rolling"
         newest = max(rolling.glob("*/rollout.json"), key=lambda p: p.stat().st_mtime)
-        upgrade_state = newest.parent / f"{JOB_NAME}.upgrade.json"
+        record = self.upgrade_record()
+        changed = record is not None and (record_before is None or record["write_id"] != record_before["write_id"])
         return {"state": state, "tasks": tasks, "output": output, "rollout": json.loads(newest.read_text()),
-                "upgrade": json.loads(upgrade_state.read_text()) if upgrade_state.exists() else None,
+                "upgrade": record if changed else None,
                 "alerts": [a["body"] for a in self.stack.receiver.received[before:]]}
 
     def wait_for_output(self, job_id: str, timeout: float = 60) -> JobOutput:
@@ -145,7 +162,13 @@ def real(stack, tmp_path_factory):
     from flink_gate.hooks.flink_rest import FlinkRestHook
 
     try:
-        airflow = dataclasses.replace(stack, env={**stack.env, "AIRFLOW_CONN_FLINK_DEFAULT": conn})
+        try:
+            stack.s3.client().create_bucket(Bucket=STATE_BUCKET)
+        except Exception as exc:  # created by another module of the session
+            if "BucketAlready" not in type(exc).__name__ + str(exc):
+                raise
+        airflow = dataclasses.replace(stack, env={**stack.env, "AIRFLOW_CONN_FLINK_DEFAULT": conn,
+                                                  "AIRFLOW_VAR_UPGRADE_GATE_STATE_ROOT": f"s3://{STATE_BUCKET}/gate/"})
         yield Real(cluster, airflow, FlinkRestHook("flink_default", retries=2), jars, graphs)
     finally:
         os.environ.pop("AIRFLOW_CONN_FLINK_DEFAULT", None)

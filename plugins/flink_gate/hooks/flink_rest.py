@@ -1,9 +1,23 @@
 """Flink's REST API (JobManager, port 8081 by default) through an Airflow HTTP connection.
 
 The connection holds host, port and scheme (and basic-auth login/password or `headers` extra
-when a proxy guards the JobManager). Transient errors (connection refused or reset, timeouts,
-HTTP 502/503/504) are retried with exponential backoff; anything else raises `FlinkRestError`
-carrying Flink's own `errors` list, so a task log says what Flink said.
+when a proxy guards the JobManager).
+
+Every failure is classified, because the upgrade steps act on the difference:
+
+* `FlinkRestError`: a definite answer. Flink refused the request (4xx, with Flink's own `errors`
+  list in the message) or an operation reported that it failed. Nothing more happened.
+* `FlinkRestUnknown` (a `FlinkRestError`): the outcome is unknown. A timeout, a reset or refused
+  connection, or a 5xx: the request may or may not have reached Flink and may or may not have
+  taken effect. The caller must look at the cluster before deciding anything.
+
+Reads (GET) are retried with exponential backoff. A non-idempotent call (`POST /jars/{id}/run`,
+`POST /jobs/{id}/stop`, savepoint triggers, cancel) is sent exactly once and never retried
+blindly: the steps reconcile with the cluster instead. They can, because the calls carry ids
+chosen by the caller: `jobId` in Flink's `JarRunRequestBody` (the new job's id is known before it
+is submitted; a second submission with the same id is refused by Flink's Dispatcher) and
+`triggerId` in `StopWithSavepointRequestBody` / `SavepointTriggerRequestBody` (the savepoint can be
+looked up by that id, and Flink deduplicates a repeated trigger with the same id).
 
 Asynchronous operations (savepoint, stop-with-savepoint) return a trigger id that is polled until
 Flink reports COMPLETED; a failed savepoint raises with Flink's failure cause.
@@ -11,6 +25,7 @@ Flink reports COMPLETED; a failed savepoint raises with Flink's failure cause.
 
 from __future__ import annotations
 
+import secrets
 import time
 from functools import cached_property
 from pathlib import Path
@@ -24,6 +39,21 @@ TERMINAL_JOB_STATES = ("FINISHED", "CANCELED", "FAILED", "SUSPENDED")
 
 class FlinkRestError(Exception):
     """Flink refused a request or an operation failed; the message is Flink's own."""
+
+    status: int | None = None
+
+
+class FlinkRestUnknown(FlinkRestError):
+    """The outcome of a call is unknown (timeout, reset, connection error, 5xx): look before acting."""
+
+
+class FlinkRestNotFound(FlinkRestError):
+    """HTTP 404: the job, trigger or jar does not exist (a definite answer)."""
+
+
+def new_flink_id() -> str:
+    """A fresh 32-hex-digit id, the format of Flink's `JobID` and `TriggerId` (`AbstractID`)."""
+    return secrets.token_hex(16)
 
 
 class FlinkRestHook(BaseHook):
@@ -66,31 +96,52 @@ class FlinkRestHook(BaseHook):
             s.headers.update({str(k): str(v) for k, v in headers.items()})
         return s
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """One REST call with retries on transient failures; returns the decoded JSON (or None)."""
+    def request(self, method: str, path: str, *, idempotent: bool | None = None, **kwargs: Any) -> Any:
+        """One REST call; returns the decoded JSON (or None).
+
+        Idempotent calls (GET by default) are retried with backoff on unknown outcomes. Others are
+        sent once: a timeout, reset or 5xx raises `FlinkRestUnknown` and the caller reconciles."""
         import requests
 
+        if idempotent is None:
+            idempotent = method.upper() in ("GET", "HEAD")
         url = f"{self.base_url}/{path.lstrip('/')}"
         kwargs.setdefault("timeout", self.timeout)
+        attempts = self.retries + 1 if idempotent else 1
+        if not idempotent:
+            # A fresh connection: a pooled keep-alive connection that a proxy or load balancer in
+            # front of the JobManager already closed fails the request before it is sent, and a
+            # call sent once would then fail for nothing (found with tests/fault_proxy.py, which
+            # closes every connection after one exchange).
+            self.session.close()
         last: Exception | None = None
-        for attempt in range(self.retries + 1):
+        for attempt in range(attempts):
             try:
                 resp = self.session.request(method, url, **kwargs)
             except (requests.ConnectionError, requests.Timeout) as exc:
                 last = exc
             else:
-                if resp.status_code in TRANSIENT_STATUS:
-                    last = FlinkRestError(f"{method} {path}: HTTP {resp.status_code}: {_errors(resp)}")
+                if resp.status_code >= 500:
+                    last = _error(FlinkRestUnknown, f"{method} {path}: HTTP {resp.status_code}: {_errors(resp)}",
+                                  resp.status_code)
+                elif resp.status_code == 404:
+                    raise _error(FlinkRestNotFound, f"{method} {path}: HTTP 404: {_errors(resp)}", 404)
                 elif resp.status_code >= 400:
-                    raise FlinkRestError(f"{method} {path}: HTTP {resp.status_code}: {_errors(resp)}")
+                    raise _error(FlinkRestError, f"{method} {path}: HTTP {resp.status_code}: {_errors(resp)}",
+                                 resp.status_code)
                 else:
-                    return resp.json() if resp.content else None
-            if attempt < self.retries:
+                    try:
+                        return resp.json() if resp.content else None
+                    except ValueError as exc:  # a cut or garbled body: we do not know what Flink said
+                        last = exc
+            if attempt < attempts - 1:
                 delay = self.backoff * (2 ** attempt)
                 self.log.warning("Flink REST %s %s failed (%s); retrying in %.1fs", method, path, last, delay)
                 time.sleep(delay)
-        raise FlinkRestError(f"{method} {path}: Flink REST at {self.base_url} unreachable after "
-                             f"{self.retries + 1} attempts: {last}")
+        if isinstance(last, FlinkRestUnknown) and not idempotent:
+            raise last
+        tried = f"{attempts} attempts" if idempotent else "sent once: not idempotent"
+        raise FlinkRestUnknown(f"{method} {path}: outcome unknown ({tried}) at {self.base_url}: {last}")
 
     # ---- jobs ---------------------------------------------------------------------------
     def overview(self) -> dict[str, Any]:
@@ -106,6 +157,14 @@ class FlinkRestHook(BaseHook):
     def job_details(self, job_id: str) -> dict[str, Any]:
         return self.request("GET", f"/jobs/{job_id}")
 
+    def job_or_none(self, job_id: str) -> dict[str, Any] | None:
+        """The job's details, or None when the cluster does not know the id (definitely not submitted
+        or long gone). Unknown outcomes still raise `FlinkRestUnknown`."""
+        try:
+            return self.job_details(job_id)
+        except FlinkRestNotFound:
+            return None
+
     def find_jobs(self, name: str, states: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
         """Jobs called `name` (newest first), optionally only in `states`."""
         jobs = [j for j in self.list_jobs() if j.get("name") == name and (states is None or j.get("state") in states)]
@@ -120,11 +179,24 @@ class FlinkRestHook(BaseHook):
         restored = latest.get("restored") or {}
         return restored.get("external_path")
 
-    def cancel(self, job_id: str) -> None:
-        """Cancel a job (a no-op for a job that already ended)."""
-        if self.job_status(job_id) in TERMINAL_JOB_STATES:
-            return
-        self.request("PATCH", f"/jobs/{job_id}", params={"mode": "cancel"})
+    def cancel(self, job_id: str, *, wait: float = 0.0) -> str:
+        """Cancel a job (a no-op for a job that already ended); with `wait`, until it is terminal.
+
+        Cancelling is safe to repeat, so an unknown outcome is settled by asking for the job's
+        state (and cancelling again while it still runs). Returns the job's state."""
+        deadline = time.monotonic() + wait
+        while True:
+            state = self.job_status(job_id)
+            if state in TERMINAL_JOB_STATES or (state == "CANCELLING" and time.monotonic() > deadline):
+                return state
+            if state != "CANCELLING":
+                try:
+                    self.request("PATCH", f"/jobs/{job_id}", params={"mode": "cancel"})
+                except FlinkRestUnknown as exc:
+                    self.log.warning("cancel of %s: outcome unknown (%s); looking at the job", job_id, exc)
+            if time.monotonic() > deadline:
+                return self.job_status(job_id)
+            time.sleep(0.5)
 
     def wait_for_state(self, job_id: str, states: tuple[str, ...], timeout: float = 120, poll: float = 1.0) -> str:
         deadline = time.monotonic() + timeout
@@ -148,7 +220,13 @@ class FlinkRestHook(BaseHook):
         Raises `FlinkRestError` (with Flink's root exception) when the job ends instead."""
         deadline = time.monotonic() + timeout
         while True:
-            details = self.job_details(job_id)
+            try:
+                details = self.job_details(job_id)
+            except FlinkRestUnknown:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(poll)
+                continue
             state = str(details.get("state"))
             if state in TERMINAL_JOB_STATES or state in ("FAILING", "CANCELLING"):
                 raise FlinkRestError(f"job {job_id} reached {state} while restoring" + _exception_hint(self, job_id))
@@ -171,20 +249,52 @@ class FlinkRestHook(BaseHook):
         return str(self.request("POST", f"/jobs/{job_id}/savepoints", json=body)["request-id"])
 
     def stop_with_savepoint(self, job_id: str, target_directory: str | None = None, *, drain: bool = False,
-                            format_type: str = "CANONICAL") -> str:
+                            format_type: str = "CANONICAL", trigger_id: str | None = None) -> str:
+        """Stop the job with a savepoint; returns the trigger id.
+
+        Pass `trigger_id` (record it first): if the answer is lost, `savepoint_status(job, trigger)`
+        tells whether Flink got the request, and Flink deduplicates a repeat with the same id."""
         body: dict[str, Any] = {"drain": drain, "formatType": format_type}
         if target_directory:
             body["targetDirectory"] = target_directory
+        if trigger_id:
+            body["triggerId"] = trigger_id
         return str(self.request("POST", f"/jobs/{job_id}/stop", json=body)["request-id"])
 
     def savepoint_status(self, job_id: str, trigger_id: str) -> dict[str, Any]:
         return self.request("GET", f"/jobs/{job_id}/savepoints/{trigger_id}")
 
+    def savepoint_status_or_none(self, job_id: str, trigger_id: str) -> dict[str, Any] | None:
+        """The trigger's status, or None when Flink does not know the trigger (never received, or
+        its result expired from the cache after `rest.async.store-duration`)."""
+        try:
+            return self.savepoint_status(job_id, trigger_id)
+        except FlinkRestNotFound:
+            return None
+        except FlinkRestError as exc:  # Flink 2.x answers an unknown trigger id with 400 on some paths
+            if exc.status == 400 and "trigger" in str(exc).lower():
+                return None
+            raise
+
+    def last_savepoint(self, job_id: str) -> str | None:
+        """The external path of the newest completed savepoint in the job's checkpoint statistics
+        (kept for a finished job too): what stop-with-savepoint wrote when its trigger is gone."""
+        latest = (self.checkpoints(job_id) or {}).get("latest") or {}
+        sp = latest.get("savepoint") or {}
+        return sp.get("external_path") or None
+
     def wait_for_savepoint(self, job_id: str, trigger_id: str, timeout: float = 300, poll: float = 1.0) -> str:
         """Poll a savepoint (or stop-with-savepoint) trigger; return the savepoint's location."""
         deadline = time.monotonic() + timeout
         while True:
-            status = self.savepoint_status(job_id, trigger_id)
+            try:
+                status = self.savepoint_status(job_id, trigger_id)
+            except FlinkRestUnknown as exc:  # a read: keep asking until the deadline
+                if time.monotonic() > deadline:
+                    raise
+                self.log.warning("savepoint %s status unknown (%s); asking again", trigger_id, exc)
+                time.sleep(poll)
+                continue
             if status.get("status", {}).get("id") == "COMPLETED":
                 op = status.get("operation") or {}
                 if op.get("location"):
@@ -200,19 +310,32 @@ class FlinkRestHook(BaseHook):
     def upload_jar(self, jar_path: str | Path) -> str:
         """Upload a jar; returns Flink's jar id (the stored file name)."""
         path = Path(jar_path)
-        with open(path, "rb") as f:
-            resp = self.request("POST", "/jars/upload",
-                                files={"jarfile": (path.name, f, "application/x-java-archive")})
-        return str(resp["filename"]).rsplit("/", 1)[-1]
+        last: Exception | None = None
+        # An upload only stores a file; repeating one whose answer was lost leaves a spare copy, no harm.
+        for attempt in range(self.retries + 1):
+            try:
+                with open(path, "rb") as f:
+                    resp = self.request("POST", "/jars/upload",
+                                        files={"jarfile": (path.name, f, "application/x-java-archive")})
+                return str(resp["filename"]).rsplit("/", 1)[-1]
+            except FlinkRestUnknown as exc:
+                last = exc
+                time.sleep(self.backoff * (2 ** attempt))
+        raise FlinkRestUnknown(f"uploading {path.name}: {last}")
 
     def list_jars(self) -> list[dict[str, Any]]:
         return list(self.request("GET", "/jars").get("files", []))
 
     def run_jar(self, jar_id: str, *, entry_class: str | None = None, savepoint_path: str | None = None,
                 allow_non_restored_state: bool = False, parallelism: int | None = None,
-                program_args: list[str] | None = None) -> str:
-        """Start the jar's job (from a savepoint when given); returns the new job id."""
+                program_args: list[str] | None = None, job_id: str | None = None) -> str:
+        """Start the jar's job (from a savepoint when given); returns the new job id.
+
+        Pass `job_id` (record it first): if the answer is lost, `job_or_none(job_id)` tells whether
+        the job was started. Sent once; an unknown outcome raises `FlinkRestUnknown`."""
         body: dict[str, Any] = {"allowNonRestoredState": bool(allow_non_restored_state)}
+        if job_id:
+            body["jobId"] = job_id
         if entry_class:
             body["entryClass"] = entry_class
         if savepoint_path:
@@ -221,12 +344,14 @@ class FlinkRestHook(BaseHook):
             body["parallelism"] = parallelism
         if program_args:
             body["programArgsList"] = list(program_args)
-        # No retry on run: a retried POST could start the job twice (the caller checks the cluster).
-        saved, self.retries = self.retries, 0
-        try:
-            return str(self.request("POST", f"/jars/{jar_id}/run", json=body)["jobid"])
-        finally:
-            self.retries = saved
+        # Never retried here: a retried POST without a job id could start the job twice.
+        return str(self.request("POST", f"/jars/{jar_id}/run", json=body)["jobid"])
+
+
+def _error(cls: type[FlinkRestError], message: str, status: int | None) -> FlinkRestError:
+    exc = cls(message)
+    exc.status = status
+    return exc
 
 
 def _errors(resp: Any) -> str:

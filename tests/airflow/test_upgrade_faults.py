@@ -1,0 +1,421 @@
+"""Upgrades that cannot cause an outage, proven under injected faults on a real Flink cluster.
+
+One standalone Flink 2.3 cluster for the module (flink_bridge/cluster.py) with tests/fault_proxy.py
+in front of its REST port: the product's FlinkRestHook (`flink_default`) talks to the proxy, the
+test's own look at the cluster (`flink_direct`) does not. Upgrade records and leases live in the
+session stack's real SeaweedFS (conditional writes), as they would in production.
+
+Every scenario starts from exactly one running copy of the test job, injects one fault on one
+REST step (the request reaches Flink and the answer is dropped, a 5xx without forwarding, a TCP
+reset, a delay longer than the client's timeout), drives the product's step functions and then
+checks what a user would notice: exactly one copy of the job runs, restored from a completed
+savepoint, every counter continues from that savepoint (read from the jobs' own output), and the
+reported outcome ("upgraded" or "rolled back") is what happened on the cluster.
+
+`make test` runs a bounded selection; `UPGRADE_FAULTS_FULL=1` (`make fuzz`) runs every step x fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.flink
+
+REPO = Path(__file__).resolve().parents[2]
+TESTS = REPO / "tests"
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from fault_proxy import FaultProxy  # noqa: E402
+from upgrade_jobs import JOB_NAME, JobOutput, build_jobs, job_graphs, parse_output  # noqa: E402
+
+FULL = os.environ.get("UPGRADE_FAULTS_FULL") == "1"
+KEYS = {f"k{i}" for i in range(8)}
+BUCKET = "upgrade-state"
+STATE_ROOT = f"s3://{BUCKET}/gate/"
+HEX = "[0-9a-f]{32}"
+ACTIVE = ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "FAILING", "CANCELLING", "RECONCILING")
+
+# step -> (HTTP method, path regex, scenario kind). "{rollback_jar}" is filled in with the jar id.
+STEPS = {
+    "stop": ("POST", rf"^/jobs/{HEX}/stop$", "upgrade"),
+    "savepoint-poll": ("GET", rf"^/jobs/{HEX}/savepoints/", "upgrade"),
+    "jar-upload": ("POST", r"^/jars/upload", "upgrade-upload"),
+    "run": ("POST", r"^/jars/[^/]+/run", "upgrade"),
+    "status-poll": ("GET", rf"^/jobs/{HEX}$", "upgrade"),
+    "cancel": ("PATCH", rf"^/jobs/{HEX}", "cancel"),
+    "rollback-run": ("POST", r"^/jars/{rollback_jar}/run", "crash"),
+}
+FAULTS = {"drop_response": {}, "status": {"status": 503}, "reset": {}, "delay": {"delay": 8.0}}
+BOUNDED = [("stop", "drop_response"), ("stop", "delay"), ("savepoint-poll", "status"), ("jar-upload", "reset"),
+           ("run", "drop_response"), ("run", "status"), ("status-poll", "drop_response"),
+           ("cancel", "drop_response"), ("rollback-run", "drop_response")]
+MATRIX = [(s, f) for s in STEPS for f in FAULTS] if FULL else BOUNDED
+
+
+@dataclasses.dataclass
+class Lab:
+    cluster: Any
+    proxy: FaultProxy
+    direct: Any  # FlinkRestHook straight to the cluster (the test's eyes), never through the proxy
+    s3: Any
+    jars: dict[str, Path]
+    jar_ids: dict[str, str]
+    graphs: dict[str, Path]
+    current: str = ""  # the one running copy
+    runs: int = 0
+
+    def output(self) -> dict[str, JobOutput]:
+        return parse_output(self.cluster.read_taskmanager_out())
+
+    def active(self) -> list[dict[str, Any]]:
+        return [j for j in self.direct.list_jobs() if j["name"] == JOB_NAME and j["state"] in ACTIVE]
+
+    def wait_for_output(self, job_id: str, timeout: float = 60) -> JobOutput:
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.output().get(job_id)
+            if out is not None and set(out.counts) >= KEYS:
+                return out
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} printed no counter for every key in {timeout:.0f}s")
+            time.sleep(0.5)
+
+    def params(self, target: str = "v2-compatible", **extra: Any) -> dict[str, Any]:
+        self.runs += 1
+        p = {"job_name": JOB_NAME, "dag_id": "faults", "run_id": f"scenario-{self.runs}-{time.time_ns()}",
+             "state_root": STATE_ROOT, "aws_conn_id": "aws_default", "flink_conn_id": "flink_default",
+             "flink_jar_id": self.jar_ids[target], "jar": str(self.jars[target]),
+             "rollback_jar_id": self.jar_ids["v2-compatible"], "hasher": "v2", "matching": "fixed",
+             "allow_non_restored_state": False, "flink_version": "2.3",
+             "savepoint_target_dir": f"{self.cluster.savepoint_uri}/{JOB_NAME}", "timeout_s": 90,
+             "rest_timeout_s": 5, "reconcile_grace_s": 10}
+        p.update(extra)
+        return p
+
+    def record(self) -> dict[str, Any]:
+        from flink_gate.upgrade_records import job_key
+
+        body = self.s3.get_object(Bucket=BUCKET, Key=f"gate/upgrades/{job_key(JOB_NAME)}/record.json")["Body"]
+        return json.loads(body.read())
+
+
+def _conn(url: str) -> str:
+    host, port = url.removeprefix("http://").split(":")
+    return json.dumps({"conn_type": "http", "host": host, "port": int(port), "schema": "http"})
+
+
+@pytest.fixture(scope="module")
+def lab(stack):
+    from flink_bridge.cluster import FlinkCluster, default_workdir
+
+    jars = build_jobs("2.3")
+    graphs = job_graphs(jars, ("v2-compatible", "v2-restore-crash"))
+    workdir = default_workdir("upgrade-faults")
+    if workdir.exists():
+        import shutil
+
+        shutil.rmtree(workdir)
+    cluster = FlinkCluster(workdir).start()
+    port = int(cluster.rest_url.rsplit(":", 1)[1])
+    proxy = FaultProxy("127.0.0.1", port)
+    saved = {k: os.environ.get(k) for k in ("AIRFLOW_CONN_FLINK_DEFAULT", "AIRFLOW_CONN_FLINK_DIRECT",
+                                            "AIRFLOW_CONN_AWS_DEFAULT")}
+    os.environ["AIRFLOW_CONN_FLINK_DEFAULT"] = _conn(proxy.url)
+    os.environ["AIRFLOW_CONN_FLINK_DIRECT"] = _conn(cluster.rest_url)
+    os.environ["AIRFLOW_CONN_AWS_DEFAULT"] = stack.env["AIRFLOW_CONN_AWS_DEFAULT"]
+    try:
+        from flink_gate.hooks.flink_rest import FlinkRestHook
+
+        direct = FlinkRestHook("flink_direct", retries=2)
+        s3 = stack.s3.client()
+        try:
+            s3.create_bucket(Bucket=BUCKET)
+        except Exception as exc:  # the bucket survives from another module of the session
+            if "BucketAlready" not in type(exc).__name__ + str(exc):
+                raise
+        jar_ids = {v: direct.upload_jar(jars[v]) for v in ("v2-compatible", "v2-restore-crash")}
+        first = direct.run_jar(jar_ids["v2-compatible"])
+        direct.wait_until_restored(first, timeout=120)
+        lab = Lab(cluster, proxy, direct, s3, jars, jar_ids, graphs, current=first)
+        lab.wait_for_output(first)
+        time.sleep(2)
+        yield lab
+    finally:
+        proxy.close()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        cluster.stop()
+
+
+def assert_state_continues(before: JobOutput, after: JobOutput) -> None:
+    """Every key's counter goes on from exactly where the old job's savepoint left it."""
+    last, first = before.last(), after.first()
+    assert set(last) == KEYS, last
+    assert {k: first.get(k) for k in KEYS} == {k: last[k] + 1 for k in KEYS}, (last, first)
+    assert min(first.values()) > 1, "a counter restarted from zero"
+
+
+def assert_one_copy(lab: Lab, job_id: str, savepoint: str) -> None:
+    """Exactly one copy of the job is active, it is `job_id`, RUNNING, restored from `savepoint`."""
+    active = lab.active()
+    assert [j["jid"] for j in active] == [job_id], active
+    assert active[0]["state"] == "RUNNING"
+    assert lab.direct.restored_from(job_id).rstrip("/") == savepoint.rstrip("/")
+    assert (Path(savepoint.removeprefix("file:")) / "_metadata").is_file()
+
+
+def _running(lab: Lab) -> str:
+    active = lab.active()
+    if len(active) != 1 or active[0]["jid"] != lab.current:
+        pytest.fail(f"needs exactly one running copy ({lab.current}) from the previous scenario, found {active}")
+    return lab.current
+
+
+# ---- the fault matrix -------------------------------------------------------------------------
+@pytest.mark.parametrize(("step", "fault"), MATRIX, ids=[f"{s}-{f}" for s, f in MATRIX])
+def test_fault_leaves_exactly_one_copy_with_its_state(lab, step, fault):
+    from flink_gate.rollback import UpgradeRolledBack, roll_back, run_upgrade
+    from flink_gate.upgrade_records import exclusive
+
+    old = _running(lab)
+    method, regex, kind = STEPS[step]
+    regex = regex.replace("{rollback_jar}", lab.jar_ids["v2-compatible"])
+    times = 2 if method == "GET" else 1
+    lab.proxy.clear()
+
+    if kind == "cancel":
+        # The upgrade itself succeeds; then the rollback (an operator's, or verification's) must
+        # cancel the running new job through the fault before restarting the old version.
+        from flink_gate.rollback import begin
+        from flink_gate.steps import holder_of, perform_upgrade
+
+        p = lab.params()
+        with exclusive(p, holder_of(p)) as (record, lease):
+            begin(p, record, lease, holder_of(p))
+            perform_upgrade(p, record, str(lab.graphs["v2-compatible"]), lease)
+            lab.direct.wait_until_restored(record["new_job_id"], timeout=60)
+            rule = lab.proxy.add_rule(regex, fault, method=method, times=times, **FAULTS[fault])
+            roll_back(p, record, "rolled back by the test", lease)
+        outcome = "rolled back"
+    else:
+        target = "v2-restore-crash" if kind == "crash" else "v2-compatible"
+        p = lab.params(target)
+        if kind == "upgrade-upload":
+            p.pop("flink_jar_id")
+        rule = lab.proxy.add_rule(regex, fault, method=method, times=times, **FAULTS[fault])
+        try:
+            result = run_upgrade(p, str(lab.graphs[target]))
+            outcome = "upgraded"
+        except UpgradeRolledBack as exc:
+            outcome, message = "rolled back", str(exc)
+        except Exception:
+            print("proxy log:", *lab.proxy.log[-40:], sep="\n  ")
+            raise
+    lab.proxy.clear()
+
+    assert rule.hits >= 1, f"the fault on {step} was never hit: {lab.proxy.log[-20:]}"
+    record = lab.record()
+    if kind in ("upgrade", "upgrade-upload"):
+        assert outcome == "upgraded" and record["state"] == "running-verified", record
+        new = record["new_job_id"]
+        assert result["new_job_id"] == new and result["restored_from"].rstrip("/") == record["savepoint"].rstrip("/")
+    else:
+        assert outcome == "rolled back" and record["state"] == "rolled-back-verified", record
+        new = record["rollback_job_id"]
+        assert lab.direct.job_status(record["new_job_id"]) in ("FAILED", "CANCELED")
+        if kind == "crash":
+            assert new in message and "rolled back" in message
+    assert record["old_job_id"] == old and lab.direct.job_status(old) == "FINISHED"
+    assert_one_copy(lab, new, record["savepoint"])
+    stops = [e for e in lab.proxy.log if e[0] == "POST" and e[1] == f"/jobs/{old}/stop"]
+    assert 1 <= len(stops) <= 3, stops  # one stop; repeated only with the same trigger id when unanswered
+    before, after = lab.output()[old], lab.wait_for_output(new)
+    assert_state_continues(before, after)
+    lab.current = new
+
+
+# ---- a task killed mid-upgrade, then retried ---------------------------------------------------
+KILLED_TASK = """
+import json, sys
+sys.path[:0] = [{repo!r}, {plugins!r}]
+from flink_gate.rollback import run_upgrade
+p = json.loads(sys.argv[1])
+run_upgrade(p, sys.argv[2])
+"""
+
+
+def test_task_killed_after_the_stop_resumes_on_retry_with_one_copy(lab):
+    from flink_gate.rollback import run_upgrade
+
+    old = _running(lab)
+    p = lab.params()
+    lab.proxy.clear()
+    seen = len(lab.proxy.log)
+    # Keep the task waiting on the savepoint long enough to kill it after Flink took the stop.
+    lab.proxy.add_rule(rf"^/jobs/{HEX}/savepoints/", "delay", method="GET", times=-1, delay=4.0)
+    code = KILLED_TASK.format(repo=str(REPO), plugins=str(REPO / "plugins"))
+    task = subprocess.Popen([sys.executable, "-c", code, json.dumps(p), str(lab.graphs["v2-compatible"])],
+                            env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                record = lab.record()
+            except Exception:
+                record = {}
+            if record.get("run") == f"faults/{p['run_id']}" and record.get("state") == "stopping":
+                status = lab.direct.savepoint_status_or_none(record["old_job_id"], record["trigger"])
+                if status is not None:
+                    break
+            assert task.poll() is None, task.stdout.read().decode()[-3000:] if task.stdout else ""
+            assert time.monotonic() < deadline, f"the task never reached the stop: {record}"
+            time.sleep(0.2)
+        task.send_signal(signal.SIGKILL)
+        task.wait(timeout=30)
+    finally:
+        if task.poll() is None:
+            task.kill()
+            task.wait()
+    lab.proxy.clear()
+    assert lab.record()["state"] == "stopping"
+
+    result = run_upgrade(p, str(lab.graphs["v2-compatible"]))  # the Airflow retry: same DAG run
+
+    record = lab.record()
+    assert record["state"] == "running-verified" and result["new_job_id"] == record["new_job_id"]
+    stops = [e for e in lab.proxy.log[seen:] if e[0] == "POST" and e[1] == f"/jobs/{old}/stop"]
+    runs = [e for e in lab.proxy.log[seen:] if e[0] == "POST" and e[1].endswith("/run")]
+    assert len(stops) == 1 and len(runs) == 1, (stops, runs)  # never stopped or started twice
+    assert lab.direct.job_status(old) == "FINISHED"
+    assert_one_copy(lab, record["new_job_id"], record["savepoint"])
+    assert_state_continues(lab.output()[old], lab.wait_for_output(record["new_job_id"]))
+    lab.current = record["new_job_id"]
+
+
+# ---- one upgrade per job; distinct records per exact name ---------------------------------------
+def test_second_concurrent_upgrade_of_the_same_job_is_refused_naming_the_holder(lab):
+    from flink_gate.rollback import run_upgrade
+    from flink_gate.upgrade_records import Lease, LeaseHeld, open_store
+
+    running = _running(lab)
+    first = lab.params()
+    lease = Lease(open_store(first), JOB_NAME, f"faults/{first['run_id']}", ttl=600).acquire()
+    try:
+        second = lab.params()
+        with pytest.raises(LeaseHeld) as refused:
+            run_upgrade(second, str(lab.graphs["v2-compatible"]))
+        assert f"faults/{first['run_id']}" in str(refused.value) and "expires" in str(refused.value)
+        assert [j["jid"] for j in lab.active()] == [running]  # nothing touched
+    finally:
+        lease.release()
+    # an expired lease is taken over (and the taker reconciles the record before acting)
+    stale = Lease(open_store(first), JOB_NAME, "faults/crashed-run", ttl=1).acquire()
+    time.sleep(1.5)
+    taker = Lease(open_store(first), JOB_NAME, "faults/next-run", ttl=60).acquire()
+    assert taker.taken_over_from and taker.taken_over_from["holder"] == "faults/crashed-run"
+    with pytest.raises(Exception, match="taken by faults/next-run"):
+        stale.renew()
+    taker.release()
+
+
+def test_names_that_share_a_file_name_get_distinct_records(lab):
+    from flink_gate.upgrade_records import Conflict, UpgradeRecord, job_key, open_store, report_name
+
+    store = open_store({"state_root": STATE_ROOT, "aws_conn_id": "aws_default"})
+    a, b = UpgradeRecord(store, "orders v2").load(), UpgradeRecord(store, "orders_v2").load()
+    assert job_key("orders v2") != job_key("orders_v2") and report_name("orders v2") != report_name("orders_v2")
+    a.save(state="planned", run="x/1")
+    b.save(state="running-verified", run="y/2")
+    assert UpgradeRecord(store, "orders v2").load().state == "planned"
+    assert UpgradeRecord(store, "orders_v2").load().state == "running-verified"
+    # conditional writes: two writers read the same version, only the first write wins
+    w1, w2 = UpgradeRecord(store, "orders v2").load(), UpgradeRecord(store, "orders v2").load()
+    w1.save(state="stopping")
+    with pytest.raises(Conflict):
+        w2.save(state="planned")
+    assert UpgradeRecord(store, "orders v2").load().state == "stopping"
+
+
+# ---- a real Airflow DAG run through the proxy ---------------------------------------------------
+def test_rolling_dag_run_through_a_lost_run_answer_upgrades_once(lab, stack):
+    old = _running(lab)
+    lab.proxy.clear()
+    rule = lab.proxy.add_rule(r"^/jars/[^/]+/run", "drop_response", method="POST", times=1)
+    env = {**stack.env, "AIRFLOW_CONN_FLINK_DEFAULT": _conn(lab.proxy.url),
+           "AIRFLOW_VAR_UPGRADE_GATE_STATE_ROOT": STATE_ROOT}
+    conf = {"jobs": [{"job_name": JOB_NAME, "graph": str(lab.graphs["v2-compatible"]),
+                      "jar": str(lab.jars["v2-compatible"]), "rollback_jar": str(lab.jars["v2-compatible"])}],
+            "canary": 1, "batch_size": 1, "mode": "upgrade", "savepoint_root": lab.cluster.savepoint_uri,
+            "flink_version": "2.3", "timeout_s": 120}
+    state, tasks, output = dataclasses.replace(stack, env=env).dags_test("flink_rolling_upgrade", conf, timeout=600)
+    lab.proxy.clear()
+
+    assert rule.hits == 1
+    assert state == "success", output[-3000:]
+    assert tasks == {"plan_waves": "success", "roll_out": "success", "outcome": "success"}, tasks
+    record = lab.record()
+    assert record["state"] == "running-verified" and record["old_job_id"] == old, record
+    assert record["run"].startswith("flink_rolling_upgrade/")
+    assert_one_copy(lab, record["new_job_id"], record["savepoint"])
+    assert_state_continues(lab.output()[old], lab.wait_for_output(record["new_job_id"]))
+    lab.current = record["new_job_id"]
+
+
+def test_abandoned_upgrade_is_reconciled_before_another_run_takes_over(lab):
+    """A run died after recording its stop but before sending it, and its lease expired: the next
+    run asks the cluster (the trigger is unknown to Flink, the old job still runs), records the
+    abandoned upgrade as not started, and only then upgrades, with exactly one copy."""
+    from flink_gate.hooks.flink_rest import new_flink_id
+    from flink_gate.rollback import run_upgrade
+    from flink_gate.upgrade_records import Lease, UpgradeRecord, open_store
+
+    old = _running(lab)
+    p = lab.params()
+    store = open_store(p)
+    abandoned = UpgradeRecord(store, JOB_NAME).load()
+    abandoned.doc = {}
+    abandoned.save(state="stopping", run="faults/crashed-run", old_job_id=old, trigger=new_flink_id(),
+                   flink_job_name=JOB_NAME, plan={"timeout_s": 60})
+    Lease(store, JOB_NAME, "faults/crashed-run", ttl=1).acquire()
+    time.sleep(1.5)
+    lab.proxy.clear()
+
+    result = run_upgrade(p, str(lab.graphs["v2-compatible"]))
+
+    record = lab.record()
+    assert record["previous"] == {"run": "faults/crashed-run", "state": "not-started"}, record["previous"]
+    assert record["state"] == "running-verified" and record["old_job_id"] == old
+    assert result["new_job_id"] == record["new_job_id"]
+    assert_one_copy(lab, record["new_job_id"], record["savepoint"])
+    assert_state_continues(lab.output()[old], lab.wait_for_output(record["new_job_id"]))
+    lab.current = record["new_job_id"]
+
+
+def test_without_an_object_store_records_fall_back_to_a_local_directory_with_the_same_rules(tmp_path):
+    """No state root configured: the work directory (single worker only), same compare-and-swap and lease."""
+    from flink_gate.upgrade_records import Conflict, Lease, LeaseHeld, LocalStore, UpgradeRecord, open_store
+
+    store = open_store({"state_root": str(tmp_path)})
+    assert isinstance(store, LocalStore)
+    w1, w2 = UpgradeRecord(store, "orders v2").load(), UpgradeRecord(store, "orders v2").load()
+    w1.save(state="planned")
+    with pytest.raises(Conflict):
+        w2.save(state="planned")
+    Lease(store, "orders v2", "dag/run-1", ttl=60).acquire()
+    with pytest.raises(LeaseHeld, match="dag/run-1"):
+        Lease(store, "orders v2", "dag/run-2", ttl=60).acquire()
+    Lease(store, "orders v2", "dag/run-1", ttl=60).acquire()  # the same run's retry takes it back
