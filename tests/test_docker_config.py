@@ -108,11 +108,16 @@ def hook_default_connections() -> dict[str, str]:
 
 
 def dag_connection_defaults() -> set[str]:
-    """Connection ids a DAG run uses unless told otherwise: `*_conn_id` Param defaults and
-    `conn_id=`/`*_conn_id=` literal keyword arguments in the DAG files."""
+    """Connection ids a DAG run uses unless told otherwise: `*_conn_id` Param defaults (in the DAG files and
+    in the Params they share, `plugins/flink_gate/dag_parts.py`) and `conn_id=`/`*_conn_id=` literal keyword
+    arguments in the DAG files."""
     ids: set[str] = set()
-    for path in sorted((REPO / "dags").glob("*.py")):
+    for path in [*sorted((REPO / "dags").glob("*.py")), REPO / "plugins" / "flink_gate" / "dag_parts.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
+            if (path.name == "dag_parts.py" and isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Param"
+                    and node.args and isinstance(node.args[0], ast.Constant)
+                    and str(node.args[0].value).endswith("_default")):
+                ids.add(node.args[0].value)  # storage_param(): the AWS connection
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values, strict=True):
                     if (isinstance(key, ast.Constant) and str(key.value).endswith("_conn_id")

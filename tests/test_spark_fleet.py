@@ -90,7 +90,8 @@ def test_generated_fleet_is_realistic_and_its_expected_verdicts_hold(fleet) -> N
     assert {j["metadata_version"] for j in jobs} == {4, 6}
     assert {"SAFE", "STATE_LOSS", "RESTORE_FAILS"} <= {j["expected_verdict"] for j in jobs}
     for j in jobs:
-        result = check_upgrade(str(root / j["savepoint"]), str(root / j["upgrade"]), hasher=j["hasher"],
+        savepoint = load_savepoint(str(root / j["savepoint"]), job_folder=True)  # one job's folder, after upgrades
+        result = check_upgrade(savepoint, str(root / j["upgrade"]), hasher=j["hasher"],
                                allow_non_restored_state=j["allow_non_restored_state"],
                                flink_version=j["flink_version"], old_graph=str(root / j["spec"]))
         assert _agrees(j["expected_verdict"], result.to_json()), (j["job"], j["scenario"], result.flink_error)
@@ -128,7 +129,7 @@ def test_fleet_ids_rows_equal_the_core(spark, fleet, ids_table) -> None:  # noqa
 
 
 def _expected_scan(savepoint: str) -> list[dict[str, Any]]:
-    view = to_json(load_savepoint(savepoint))
+    view = to_json(load_savepoint(savepoint, job_folder=True))  # as savepoint_scan reads a job's folder
     return [{"operator_id": o["operator_id"], "parallelism": o["parallelism"], "max_parallelism": o["max_parallelism"],
              "state_bytes": o["state_bytes"], "checkpoint_id": view["checkpoint_id"], "version": view["version"],
              "names": sorted({n for st in o["subtasks"] for h in st["managed_operator"] + st["raw_operator"]
@@ -209,7 +210,8 @@ def test_fleet_check_verdicts_equal_expected_and_the_core(spark, fleet, ids_tabl
     for j in jobs:
         r = rows[j["job"]]
         assert r["error"] is None, r["error"]
-        single = check_upgrade(str(root / j["savepoint"]), str(root / j["upgrade"]), hasher=j["hasher"],
+        savepoint = load_savepoint(str(root / j["savepoint"]), job_folder=True)
+        single = check_upgrade(savepoint, str(root / j["upgrade"]), hasher=j["hasher"],
                                allow_non_restored_state=j["allow_non_restored_state"],
                                flink_version=j["flink_version"], old_graph=str(root / j["spec"])).to_json()
         assert r["verdict"] == single["verdict"] and _agrees(j["expected_verdict"], single), (j["job"], j["scenario"])

@@ -136,7 +136,9 @@ def test_cli_reads_s3_from_the_standard_aws_environment(s3: s3_server.S3Server, 
     proc = _cli(env, "inspect", f"s3://{BUCKET}/job-a", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["operators"] == to_json(load_savepoint(str(FILES_CASE)))["operators"]
+    without_states = [{k: v for k, v in op.items() if k not in ("states", "states_incomplete")}
+                      for op in doc["operators"]]
+    assert without_states == to_json(load_savepoint(str(FILES_CASE)))["operators"]
     bad = _cli({**env, "AWS_SECRET_ACCESS_KEY": "wrong"}, "inspect", f"s3://{BUCKET}/job-a")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and f"s3://{BUCKET}/job-a" in bad.stderr
 

@@ -48,6 +48,13 @@ def test_uid_is_found_through_the_operator_rows_when_the_loss_lacks_it():
 
 
 def test_every_verdict_but_safe_blocks_and_severity_orders_them():
-    assert [v for v in Verdict if blocks(v)] == [Verdict.STATE_LOSS, Verdict.STATE_MISROUTED, Verdict.RESTORE_FAILS]
-    assert Verdict.worst_first() == (Verdict.RESTORE_FAILS, Verdict.STATE_MISROUTED, Verdict.STATE_LOSS, Verdict.SAFE)
+    assert [v for v in Verdict if blocks(v)] == [Verdict.STATE_LOSS, Verdict.STATE_MISROUTED, Verdict.STATE_CORRUPTED,
+                                                 Verdict.RESTORE_FAILS]
+    assert Verdict.worst_first() == (Verdict.RESTORE_FAILS, Verdict.STATE_CORRUPTED, Verdict.STATE_MISROUTED,
+                                     Verdict.STATE_LOSS, Verdict.SAFE)
     assert Verdict.mildest_first() == tuple(reversed(Verdict.worst_first()))
+
+
+def test_corrupted_state_cannot_be_accepted_by_name():
+    d = decide(check("STATE_CORRUPTED", TAGGER), accept_state_loss="tagger")
+    assert not d.passes and d.reason == "STATE_CORRUPTED"

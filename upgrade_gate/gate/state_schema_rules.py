@@ -134,7 +134,8 @@ def kryo_upgrade_misreads(ctx: RuleContext, so_far: Findings, opener: Opener | N
     if not crosses_kryo_upgrade(ctx.metadata, target.major):
         return
     lost = {s.operator_id_hex for s in so_far.lost_states}
-    schemas = tuple(op for op in read_state_schemas(ctx.metadata, opener or state_stream_opener())
+    # tolerant: a state file we cannot parse is a warning on that operator, the rest is still judged
+    schemas = tuple(op for op in read_state_schemas(ctx.metadata, opener or state_stream_opener(), tolerant=True)
                     if op.operator_id not in lost)
     by_id: dict[str, OperatorState] = {op.operator_id_hex: op for op in ctx.metadata.operator_states}
     blocking: dict[str, list[KryoMisread]] = {}

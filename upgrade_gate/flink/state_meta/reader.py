@@ -83,13 +83,15 @@ def _keyed_streams(handle: object) -> list[tuple[str, object]]:
 
 
 def read_state_schemas(metadata: CheckpointMetadata, opener: Opener = local_opener,
-                       strict: bool = False) -> tuple[OperatorSchemas, ...]:
+                       strict: bool = False, tolerant: bool = False) -> tuple[OperatorSchemas, ...]:
     """Per operator (in the file's order): every subtask's proxies, and the union of its states by name.
 
     `opener` reads streams (default: inline and local files; the storage layer's opener adds S3). A state
     file that cannot be read (deleted, denied) is noted in the operator's `incomplete` unless `strict`:
     the `_metadata` alone still tells much, and a missing file is the restore's problem, reported there.
-    Malformed bytes always raise."""
+    Malformed bytes raise, unless `tolerant`: then they are noted like an unreadable file (the gate's
+    rules must still judge everything else; `inspect` keeps reporting them as bad input)."""
+    unreadable: tuple[type[Exception], ...] = (StateFileError, MetadataFormatError) if tolerant else (StateFileError,)
     out = []
     seen: dict[tuple[bool, bytes], Any] = {}
     keyed_parsers: dict[str, Callable[[BoundedReader], KeyedStateMeta]] = {}
@@ -106,7 +108,7 @@ def read_state_schemas(metadata: CheckpointMetadata, opener: Opener = local_open
                     try:
                         parser = keyed_parsers.setdefault(kind, lambda r, k=kind: read_keyed_proxy(r, k))
                         keyed.append(_parse(ref, parser, opener, seen))
-                    except StateFileError as exc:
+                    except unreadable as exc:
                         if strict:
                             raise
                         keyed.append(KeyedStateMeta(kind, 0, False, None, (), ref.source, str(exc)))
@@ -117,7 +119,7 @@ def read_state_schemas(metadata: CheckpointMetadata, opener: Opener = local_open
                     continue
                 try:
                     operator.append(_parse(ref, read_operator_proxy, opener, seen))
-                except StateFileError as exc:
+                except unreadable as exc:
                     if strict:
                         raise
                     operator.append(OperatorStateMeta(0, False, (), (), ref.source, str(exc)))
