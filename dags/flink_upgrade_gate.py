@@ -4,7 +4,7 @@ Manual (`schedule=None`), triggered from the Airflow UI's form. Wiring only; the
 `plugins/flink_gate/steps.py` and every Flink rule in the core.
 
     fetch_savepoint ─┐
-    fetch_graph ── compute_operator_ids (Spark) ── simulate_restore ── gate ── decide
+    fetch_graph ── compute_operator_ids ── simulate_restore ── gate ── decide
                                                                               ├─ approve (HITL) ─┐
                                                                               └─ no_approval_needed ┴─ upgrade ── verify
 """
@@ -12,9 +12,7 @@ Manual (`schedule=None`), triggered from the Airflow UI's form. Wiring only; the
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Param, dag, task
@@ -90,8 +88,12 @@ def flink_upgrade_gate() -> None:
         return steps.fetch_graph(context)
 
     @task
-    def simulate_restore(savepoint: dict, graph: dict, **context) -> dict:
-        return steps.simulate_restore(context, savepoint, graph)
+    def compute_operator_ids(graph: dict, **context) -> dict:
+        return steps.compute_operator_ids(context, graph)
+
+    @task
+    def simulate_restore(savepoint: dict, graph: dict, ids: dict, **context) -> dict:
+        return steps.simulate_restore(context, savepoint, graph, ids)
 
     @task.branch
     def decide(**context) -> list[str] | None:
@@ -108,17 +110,7 @@ def flink_upgrade_gate() -> None:
 
     savepoint = fetch_savepoint()
     graph = fetch_graph()
-    compute_ids = SparkSubmitOperator(
-        task_id="compute_operator_ids",
-        application=str(Path(steps.SPARK_FLEET_IDS)),
-        application_args=["--catalogue", "{{ ti.xcom_pull(task_ids='fetch_graph')['catalogue'] }}",
-                          "--output", "{{ ti.xcom_pull(task_ids='fetch_graph')['ids_table'] }}",
-                          "--flink-version", "{{ params.flink_version }}", "--overwrite", "--partitions", "1"],
-        conn_id="spark_default",
-        name="upgrade-gate-ids-{{ params.job_name }}",
-        conf={"spark.ui.enabled": "false", "spark.driver.memory": "512m"},
-    )
-    simulated = simulate_restore(savepoint, graph)
+    simulated = simulate_restore(savepoint, graph, compute_operator_ids(graph))
     gate = FlinkUpgradeGateOperator(task_id="gate", check=simulated, notifiers=notifiers())
     approve = ApprovalOperator(
         task_id="approve",
@@ -130,7 +122,6 @@ def flink_upgrade_gate() -> None:
     no_approval = EmptyOperator(task_id="no_approval_needed")
     upgraded = upgrade()
 
-    graph >> compute_ids >> simulated
     gate >> decide() >> [approve, no_approval] >> upgraded
     verify(upgraded)
 

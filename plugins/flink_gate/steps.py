@@ -44,10 +44,11 @@ from flink_gate.hooks.flink_rest import FlinkRestError, FlinkRestHook, FlinkRest
 from flink_gate.hooks.storage import SavepointStorageHook
 from flink_gate.reports import ReportStore, safe_name
 from flink_gate.upgrade_records import UpgradeRecord
+from hashing.migration import v2_to_v3
 from upgrade_gate.gate import policy
+from upgrade_gate.storage.objects import read_graph
 
 REPO = Path(__file__).resolve().parents[2]
-SPARK_FLEET_IDS = REPO / "spark_jobs" / "fleet_ids.py"
 
 
 def work_root() -> Path:
@@ -136,38 +137,30 @@ def fetch_graph(context: Any) -> dict[str, Any]:
         source = f"{p['jar']} ({p.get('main_class') or 'manifest Main-Class'})"
     else:
         raise ValueError("give the new job graph: `graph` (spec or plan JSON URI) or `jar` (+ `main_class`)")
-    return {"graph_path": str(target), "catalogue": str(catalogue), "ids_table": str(rdir / "ids.parquet"),
+    return {"graph_path": str(target), "catalogue": str(catalogue),
             "graph_source": source}
 
 
 # ---- simulate -----------------------------------------------------------------------------
-def spark_ids_agree(ids_table: str, graph_path: str, hasher: str, flink_version: str | None) -> dict[str, Any]:
-    """Compare the Spark job's operator IDs with the core's for this graph (they must be equal)."""
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(ids_table).to_pylist()
-    errors = [r["error"] for r in table if r.get("error")]
-    if errors:
-        raise ValueError(f"the Spark operator-ID job could not read the graph: {errors[0]}")
-    core = gate.graph_node_ids(graph_path, hasher, flink_version)
-    expected = {n["node_id"]: n["generated_id"] for n in core["nodes"]}
-    column = "v3_id" if hasher == "v3" else "v2_id"
-    got = {int(r["node_id"]): r[column] for r in table}
-    if got != expected:
-        raise RuntimeError(f"Spark's operator IDs differ from the core's for {graph_path}: {got} != {expected}")
-    return {"nodes": len(table), "hasher": hasher,
-            "ids": [{"node_id": r["node_id"], "name": r["name"], "v2_id": r["v2_id"], "v3_id": r["v3_id"],
-                     "restores_by": r["restores_by"]} for r in table]}
+def compute_operator_ids(context: Any, graph: dict[str, Any]) -> dict[str, Any]:
+    """The new graph's V2 and V3 operator IDs, in-process through the core (the same call `upgrade-gate
+    mapping` makes): one graph takes milliseconds, where a Spark session took a minute to start. Spark
+    stays for fleets (`flink_fleet_scan`), where it pays (docs/design.md, "Where Spark pays")."""
+    p = _params(context)
+    rows = v2_to_v3(read_graph(graph["graph_path"]).graph, p.get("flink_version") or None)
+    return {"nodes": len(rows), "hasher": p["hasher"],
+            "ids": [{"node_id": r.node_id, "name": r.name, "v2_id": r.v2_id, "v3_id": r.v3_id,
+                     "restores_by": r.restores_by} for r in rows]}
 
 
-def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, Any]) -> dict[str, Any]:
+def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, Any],
+                     ids: dict[str, Any]) -> dict[str, Any]:
     """Run the core's restore simulation, publish the report, return the verdict for the gate."""
     p = _params(context)
     ti = context["ti"]
     job = p["job_name"]
     hook = SavepointStorageHook(p.get("aws_conn_id") or None)
     metadata, source = hook.load_savepoint(savepoint["metadata_uri"])
-    ids = spark_ids_agree(graph["ids_table"], graph["graph_path"], p["hasher"], p.get("flink_version"))
     result = gate.run_check(metadata, graph["graph_path"], hasher=p["hasher"], matching=p["matching"],
                             allow_non_restored_state=bool(p["allow_non_restored_state"]),
                             flink_version=p.get("flink_version"))
@@ -176,7 +169,7 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
     meta = {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": source, "graph": graph["graph_source"],
             "hasher": p["hasher"], "matching": p["matching"],
             "allow_non_restored_state": bool(p["allow_non_restored_state"]),
-            "flink_version": p.get("flink_version"), "mode": p.get("mode"), "spark_ids": ids}
+            "flink_version": p.get("flink_version"), "mode": p.get("mode"), "operator_ids": ids}
     gate.write_json(run_dir(job, ti.run_id) / "check.json", check)
     path = ReportStore().publish(job, ti.run_id, check, gate.render_html(result), meta)
     return {"job": job, "verdict": check["verdict"], "check": check, "savepoint": source, "report_url": url,

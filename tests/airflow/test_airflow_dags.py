@@ -72,8 +72,8 @@ def test_safe_upgrade_passes_without_alert(stack, gate_runs):
     # the savepoint was "latest" under the job prefix: the report names the exact _metadata read
     assert entry.meta["savepoint"].startswith("s3://flink-savepoints/orders-enrichment/savepoint-")
     assert entry.meta["savepoint"].endswith("/_metadata")
-    # Spark computed the IDs and they agree with the core (the simulate task checks it)
-    assert entry.meta["spark_ids"]["nodes"] == len(check["migration"])
+    # the IDs were computed in-process by the core; the report records the V2/V3 table of every node
+    assert entry.meta["operator_ids"]["nodes"] == len(check["migration"])
 
 
 def _assert_blocked(run, job, verdict, stack):
