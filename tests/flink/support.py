@@ -70,11 +70,15 @@ def blob(size: int) -> ByteStreamStateHandle:
     return ByteStreamStateHandle(f"handle-{_handles}", bytes(size))
 
 
+PROXY_BYTES = 100  # a full snapshot's stream opens with the backend's serialization proxy
+
+
 def keyed(start: int, end: int, bytes_per_group: int = 10) -> KeyGroupsStateHandle:
-    """A full-snapshot keyed handle of key groups start..end, one offset per key group."""
+    """A full-snapshot keyed handle of key groups start..end: the proxy, then one offset per key group."""
     n = end - start + 1
-    return KeyGroupsStateHandle(KeyGroupRange(start, end), tuple(i * bytes_per_group for i in range(n)),
-                                blob(n * bytes_per_group))
+    return KeyGroupsStateHandle(KeyGroupRange(start, end),
+                                tuple(PROXY_BYTES + i * bytes_per_group for i in range(n)),
+                                blob(PROXY_BYTES + n * bytes_per_group))
 
 
 def incremental(start: int, end: int, size: int) -> IncrementalRemoteKeyedStateHandle:

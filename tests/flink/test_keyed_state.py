@@ -11,7 +11,7 @@ import pytest
 
 from hashing.errors import FlinkError
 from hashing.graph import Partitioner
-from tests.flink.support import graph, incremental, keyed, lists, oid, operator
+from tests.flink.support import PROXY_BYTES, graph, incremental, keyed, lists, oid, operator
 from upgrade_gate.flink.assignment.keyed_state import (
     KeyedPiece,
     has_keyed_input,
@@ -44,8 +44,9 @@ def test_same_parallelism_hands_each_subtask_its_own_handles_as_they_are() -> No
                                     1: OperatorSubtaskState(managed_keyed_state=(keyed(71, 127),),
                                                             raw_keyed_state=(keyed(71, 127, 1),))})
     got = reassign_keyed(op, key_group_partitions(128, 2))
-    assert got == [[KeyedPiece(0, (0, 70), 710)],
-                   [KeyedPiece(1, (71, 127), 570), KeyedPiece(1, (71, 127), 57, raw=True)]]
+    # the whole handle, its serialization proxy included
+    assert got == [[KeyedPiece(0, (0, 70), PROXY_BYTES + 710)],
+                   [KeyedPiece(1, (71, 127), PROXY_BYTES + 570), KeyedPiece(1, (71, 127), PROXY_BYTES + 57, raw=True)]]
 
 
 def test_rescale_gives_each_subtask_the_intersection_of_every_old_handle() -> None:
@@ -87,3 +88,33 @@ def test_keyed_input_is_a_keyby_edge_into_the_operator(partitioner: Partitioner,
     g = graph(edges=[(1, 2, partitioner)])
     assert has_keyed_input(g, 2) is keyed_input
     assert has_keyed_input(g, 1) is False  # a source has no input at all
+
+
+@pytest.mark.parametrize("release", ["1.20.5", "2.3.0"])
+@pytest.mark.parametrize("new_p", [1, 3, 4, 7])
+def test_rescaled_bytes_follow_the_key_groups_of_a_real_savepoint_with_empty_ones(release: str, new_p: int) -> None:
+    """Flink writes offset 0 for a key group without data (KeyGroupRangeOffsets is set only for groups that
+    wrote any). Each new subtask gets exactly the bytes of the non-empty key groups it takes, and together
+    they get all of them: no subtask gets 0 while another gets everything."""
+    from pathlib import Path
+
+    from upgrade_gate.flink.metadata.model import KeyGroupsStateHandle
+    from upgrade_gate.storage.savepoints import load_savepoint
+
+    sp = Path(__file__).resolve().parent.parent / "fixtures" / "savepoints" / release / "hashmap-canonical-p2"
+    op = next(o for o in load_savepoint(str(sp)).operator_states
+              if any(s.managed_keyed_state for s in o.subtask_states.values()))
+    group_bytes: dict[int, int] = {}  # key group -> its bytes, from the positions of the groups that wrote data
+    for st in op.subtask_states.values():
+        for h in st.managed_keyed_state:
+            assert isinstance(h, KeyGroupsStateHandle)
+            starts = sorted((off, h.key_group_range.start + i) for i, off in enumerate(h.offsets) if off > 0)
+            assert len(starts) < len(h.offsets)  # this savepoint does have empty key groups
+            for (off, group), nxt in zip(starts, [*(o for o, _ in starts[1:]), h.state_size], strict=True):
+                group_bytes[group] = nxt - off
+    partitions = key_group_partitions(op.max_parallelism, new_p)
+    pieces = reassign_keyed(op, partitions)
+    got = [sum(p.bytes for p in subtask) for subtask in pieces]
+    want = [sum(b for g, b in group_bytes.items() if lo <= g <= hi) for lo, hi in partitions]
+    assert got == want and sum(got) == sum(group_bytes.values())
+    assert all(g > 0 for g in got)  # 97 keys over 128 groups: every new subtask owns some data

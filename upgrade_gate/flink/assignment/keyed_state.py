@@ -48,14 +48,23 @@ class KeyedPiece:
     raw: bool = False
 
 
+def _start_of(offsets: tuple[int, ...], index: int, size: int) -> int:
+    """Where key group `index` (relative) starts in the stream. An empty key group has offset 0 in real
+    savepoints (`KeyGroupRangeOffsets` is only set for groups that wrote data; the stream opens with
+    the serialization proxy, so no group starts at 0): it starts where the next non-empty one does."""
+    for offset in offsets[index:]:
+        if offset > 0:
+            return offset
+    return size
+
+
 def _slice_bytes(h: object, first: int, last: int) -> int:
     """Bytes of key groups first..last of a handle (whole handle when not a key-groups handle)."""
     if not isinstance(h, KeyGroupsStateHandle) or not h.offsets:
         return h.state_size  # type: ignore[attr-defined]
     start = h.key_group_range.start
-    offs = h.offsets
-    begin = offs[first - start]
-    end = offs[last - start + 1] if last - start + 1 < len(offs) else h.state_size
+    begin = _start_of(h.offsets, first - start, h.state_size)
+    end = _start_of(h.offsets, last - start + 1, h.state_size)
     return max(0, end - begin)
 
 
