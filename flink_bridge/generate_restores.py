@@ -35,6 +35,7 @@ SCENARIOS = (
     "chaining-disabled-uids", "chaining-disabled-no-uids", "parallelism-breaks-chain-no-uids",
     "parallelism-breaks-chain-uids", "rescale-up", "rescale-down", "rescale-down-to-1", "rescale-keyed-only",
     "max-parallelism-changed", "max-parallelism-derived-crossing", "parallelism-above-max-parallelism",
+    "parallelism-above-explicit-max-parallelism",
     "stateful-operator-removed", "stateful-operator-added", "map-inserted-before-uidless-keyed",
     "uid-hash-pins-old-id", "uid-hash-unknown-id-with-uid", "uid-hash-unknown-id-no-uid",
     "sources-swapped-no-uids", "stateless-operator-removed", "empty-state-operator-removed",

@@ -2,7 +2,7 @@
 
 The S3 endpoint and keys must be in the environment when the JVM starts: the executors' Python
 workers are started by the JVM and inherit *its* environment, and our jobs build their boto3
-clients from the standard AWS variables inside the executors (design §6), as on a cluster. The
+clients from the standard AWS variables inside the executors (docs/design.md, Real components), as on a cluster. The
 test process' own environment is restored right after, so other tests do not see them.
 """
 

@@ -1,5 +1,5 @@
 """Bad `_metadata` input gets one clear error naming the file and offset: never a traceback,
-never an allocation driven by a length field (design §9)."""
+never an allocation driven by a length field (docs/guarantees.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Hand-checkable vectors: the ones verified against Flink 1.20.5/2.3.0 in
-`shared/reference/flink-internals.md` §1.5, and the two worked examples of the blog post in
-`shared/seeds/blog-jobvertexid-generation.txt` (whose second job has a non-chainable 4 -> 5 edge;
-the blog's own log lines confirm those ids)."""
+"""Hand-checkable vectors: murmur3 / uid hashes verified against Flink 1.20.5 and 2.3.0, and the two
+worked examples of a public blog post that computes JobVertexIDs by hand (its second job has a
+non-chainable 4 -> 5 edge; the blog's own Flink log lines confirm those ids)."""
 
 from __future__ import annotations
 

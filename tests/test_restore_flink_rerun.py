@@ -41,7 +41,7 @@ def test_fresh_restores_agree_with_the_simulator(tmp_path: Path) -> None:
             if run["status"] == "RUNNING":
                 skip = frozenset({"keyed"}) if sc.name in AMBIGUOUS else frozenset()
                 assert disagreements(res, run, skip) == [], (sc, allow)
-                if sc.name.startswith("misroute-"):  # issue 8: the writers whose values each function got back
+                if sc.name.startswith("misroute-"):  # misrouting: the writers whose values each function got back
                     traced = check_upgrade(load_savepoint(str(sc.savepoint)), sc.dir / "graph-b.json",
                                            flink_version=sc.flink_version, allow_non_restored_state=allow,
                                            pointer=sc.pointer, old_graph=sc.dir / "graph-a.json")

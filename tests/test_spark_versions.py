@@ -1,4 +1,4 @@
-"""Guard against the pyspark / pyspark-client clash (design §6).
+"""Guard against the pyspark / pyspark-client clash (docs/design.md, Real components).
 
 `apache-airflow-providers-apache-spark` 6.x depends on `pyspark-client`, whose wheel carries the
 same `pyspark/` Python files as `pyspark` and overwrites them on install. If the two versions

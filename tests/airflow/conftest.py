@@ -2,7 +2,7 @@
 
 Run it with `.work/venv-airflow/bin/python -m pytest tests/airflow` (`make test` does). Under
 another interpreter this directory is not collected: Airflow 3.3 cannot share an environment
-with the Spark and Flink tooling (design §6), so the core's pytest leaves it to that command.
+with the Spark and Flink tooling (docs/design.md, Real components), so the core's pytest leaves it to that command.
 
 One embedded stack per session (demo/stack.py): SeaweedFS with the real savepoints and graphs,
 a real HTTP alert receiver, a SQLite Airflow home in .work/airflow-tests-<random>.

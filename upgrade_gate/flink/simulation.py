@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from hashing.graph import StreamGraph
 from hashing.operator_ids import OperatorIds
 from hashing.versions import FlinkVersion
-from upgrade_gate.flink.assignment.errors import RestoreFailure, unreadable_version
+from upgrade_gate.flink.assignment.errors import RestoreFailure, parallelism_above_configured_max, unreadable_version
 from upgrade_gate.flink.assignment.job import ExecutionJobVertex, execution_job_vertices
 from upgrade_gate.flink.assignment.load_validation import LoadResult, load_and_validate
 from upgrade_gate.flink.assignment.state_assignment import Assignment, assign_states
@@ -38,6 +38,9 @@ def simulate(metadata: CheckpointMetadata, graph: StreamGraph, ids: OperatorIds,
     vertices = execution_job_vertices(ids, graph.by_id)
     load = None
     try:
+        for v in vertices:  # the execution graph is built (and refused) before the savepoint is read
+            if v.max_parallelism_configured and v.parallelism > v.max_parallelism:
+                raise parallelism_above_configured_max(v.name, v.parallelism, v.max_parallelism)
         if not ids.flink_version.reads_metadata(metadata.version):
             raise unreadable_version(metadata.version)
         load = load_and_validate(metadata, vertices, pointer, allow_non_restored_state)

@@ -8,7 +8,7 @@ Flink prints (the innermost cause of the job's failure), so users can search for
 from __future__ import annotations
 
 __all__ = ["RestoreFailure", "max_parallelism_changed", "max_parallelism_mismatch", "non_restored_state",
-           "parallelism_above_restored_max", "unreadable_version"]
+           "parallelism_above_configured_max", "parallelism_above_restored_max", "unreadable_version"]
 
 
 class RestoreFailure(Exception):
@@ -36,6 +36,15 @@ def max_parallelism_mismatch(operator_id: str, old: int, new: int) -> RestoreFai
         f"checkpoint/savepoint state and new program. Cannot map operator {operator_id} with max parallelism {old} "
         f"to new program with max parallelism {new}. This indicates that the program has been changed in a "
         f"non-compatible way after the checkpoint/savepoint.", stage="load validation")
+
+
+def parallelism_above_configured_max(vertex_name: str, parallelism: int, max_parallelism: int) -> RestoreFailure:
+    """`ExecutionJobVertex`'s constructor: the scheduler refuses the job while building the execution
+    graph, before any state is read (so before every restore-time check)."""
+    return RestoreFailure(
+        f"Vertex {vertex_name}'s parallelism ({parallelism}) is higher than the max parallelism ({max_parallelism}). "
+        f"Please lower the parallelism or increase the max parallelism.", "org.apache.flink.runtime.JobException",
+        stage="execution graph")
 
 
 def parallelism_above_restored_max(job_vertex_id: str, max_parallelism: int, parallelism: int) -> RestoreFailure:

@@ -40,6 +40,8 @@ final class Scenarios {
         add("max-parallelism-changed", m128, u2.copy(s -> s.maxParallelism = 256));
         add("max-parallelism-derived-crossing", u2, u2.copy(s -> s.keyedParallelism = 86));
         add("parallelism-above-max-parallelism", m4, u2.copy(s -> s.keyedParallelism = 6));
+        // job B sets max parallelism 4 itself: the scheduler refuses the job before any state is read
+        add("parallelism-above-explicit-max-parallelism", m4, m4.copy(s -> s.keyedParallelism = 6));
         add("stateful-operator-removed", u2, u2.copy(s -> s.removeLists = true));
         add("stateful-operator-added", u2, u2.copy(s -> s.addOperator = true));
         add("map-inserted-before-uidless-keyed", k2, k2.copy(s -> s.insertMap = true));
