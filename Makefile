@@ -81,6 +81,7 @@ bench: flink
 	$(VPY) -m bench.bench_metadata
 	$(VPY) -m bench.bench_keygroups
 	$(VPY) -m bench.bench_spark
+	$(VPY) -m bench.bench_cluster --jobs 1000
 
 # the long fuzz runs over real savepoints and hostile graph files (make test runs bounded ones);
 # report in .work/fuzz-report.jsonl

@@ -2,7 +2,7 @@
 
 * fleet, end to end: `fleet_ids` (new graphs) and `savepoint_scan` at once, as the
   `flink_fleet_scan` DAG runs them, then `fleet_check`, over a generated fleet (`bench.fleet`,
-  default 10,000 jobs x 50 operators, v4/v6 savepoints, one upgrade each). Goal (design §8):
+  default 10,000 jobs x 50 operators, v4/v6 savepoints, one upgrade each). Goal (docs/performance.md):
   < 60 s on `local[2]`. The fleet's files are read once before each run: this VM's kernel
   reclaims page cache eagerly, and a cold cache would otherwise decide who wins.
 * key_alignment: 100 M int keys and 10 M string keys (Parquet, `bench.key_samples`, with planted

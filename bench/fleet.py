@@ -2,7 +2,7 @@
 
 `generate_fleet(root, jobs=N)` writes N jobs:
 
-* `specs/<job>.json`: the job graph running today (design §4.1 spec), built from the graph shapes
+* `specs/<job>.json`: the job graph running today (docs/graph-spec.md), built from the graph shapes
   real Flink produced for the conformance catalogue (`tests/fixtures/flink/2.3.0/graphs/*.json`),
   composed into jobs of 3 to 200 operators (or exactly `ops` operators);
 * `savepoints/<job>/savepoint-<hex>-<hex>/_metadata`: a savepoint of that job, in the binary
@@ -18,8 +18,8 @@
 
 Every `_metadata` is read back with the product's reader and compared with what was written;
 every scenario's intended effect on operator ids is asserted with the hasher (so an expected
-verdict is never a guess). The expected verdicts follow Flink's restore rules as
-`shared/reference/flink-internals.md` §4 states them.
+verdict is never a guess). The expected verdicts follow Flink's restore rules
+(`Checkpoints.loadAndValidateCheckpoint`, `StateAssignmentOperation`; docs/design.md, "The check").
 
 Usage: python -m bench.fleet OUT --jobs 300 [--ops 50] [--seed 7]
 """
@@ -60,7 +60,8 @@ SCENARIOS: dict[str, tuple[float, str, str]] = {
     "rescale": (0.14, "SAFE", "SAFE"),
     "v3_hasher": (0.14, "SAFE", "SAFE"),
     # derived from v3_hasher when a FLIP-27 source has no uid: its V3 id differs, the task state restores
-    # through the V2 alternative, but coordinator state is looked up by the generated id only (§4.7)
+    # through the V2 alternative, but coordinator state is looked up by the generated id only
+    # (`StateAssignmentOperation#restoreStateToCoordinators`)
     "v3_hasher_coordinator_reset": (0.0, "STATE_LOSS", "STATE_LOSS"),
     "insert_stateless_with_uids": (0.10, "SAFE", "SAFE"),
     "insert_before_stateful_no_uids": (0.12, "RESTORE_FAILS", "STATE_LOSS"),

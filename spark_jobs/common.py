@@ -7,7 +7,7 @@ this module only knows about Spark and storage, never about a Flink rule.
   and under `spark-submit --master ...` (the master given on the command line wins), and ships
   our packages to remote executors.
 * Inputs are local paths, `file://` or `s3://` URIs. S3 objects are read with boto3 inside the
-  executors: no s3a jars are available here (design §6), and the readers need whole objects
+  executors: no s3a jars are available here (docs/design.md, Real components), and the readers need whole objects
   anyway.
 * Outputs are written atomically for local paths: into a temporary directory beside the target,
   renamed into place only when the write succeeded, so a failed run never leaves a half-written
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pyspark is only needed where a session is built
     from pyspark.sql import DataFrame, SparkSession
 
 REPO = Path(__file__).resolve().parent.parent
-SHIPPED_PACKAGES = ("spark_jobs", "hashing", "restore")
+SHIPPED_PACKAGES = ("spark_jobs", "hashing", "upgrade_gate")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # For jobs whose work is in the Python workers (fleet_ids, savepoint_scan, fleet_check), a local
 # session's JVM only moves rows between Parquet and those workers, on the same few cores. C2
@@ -70,6 +70,8 @@ def add_spark_arguments(parser: argparse.ArgumentParser, output_help: str) -> No
                         help="Spark master; default: the one spark-submit passes, else local[*]")
     parser.add_argument("--partitions", type=int, default=None,
                         help="number of tasks to split the work into (default: 2 per core)")
+    parser.add_argument("--progress-interval", type=float, default=5.0, metavar="SECONDS",
+                        help="log jobs done / total, rate and ETA this often (default: 5)")
 
 
 def start(job: str, master: str | None, extra_conf: dict[str, str] | None = None, *, python_bound: bool = False
@@ -324,9 +326,9 @@ def job_name_of(path: str, root: Location) -> str:
 def atomic_output(target: str, *, overwrite: bool = False) -> Iterator[str]:
     """Yield a temporary path beside `target`; move it into place only if the block succeeds.
 
-    Local paths only get the all-or-nothing guarantee (a rename in the same directory). For
-    `s3://` the path is yielded unchanged: S3 has no rename, and Spark's committer already
-    writes `_SUCCESS` last, which readers of our tables check.
+    Local paths get the all-or-nothing guarantee from a rename in the same directory. For `s3://`
+    the path is yielded unchanged: S3 has no rename, so each table inside commits itself with one
+    PUT of its manifest (`parquet_output`), and a JSON document is one PUT (`write_json`).
     """
     loc = parse_location(target)
     if loc.scheme == "s3":

@@ -30,7 +30,8 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import common, fleet_inputs
-from spark_jobs.parquet_output import ArrowRows, write_table
+from spark_jobs.parquet_output import ArrowRows, table_seconds, write_table
+from spark_jobs.progress import Progress
 from upgrade_gate.gate import policy
 from upgrade_gate.gate.check import check_upgrade
 from upgrade_gate.vocabulary import DEFAULT_HASHER, DEFAULT_MATCHING, HASHERS, MATCHING_MODES, Verdict
@@ -77,11 +78,15 @@ def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non
     }
 
 
-def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def check_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None
+                    ) -> Iterator[pa.RecordBatch]:
     """Executor side: every job of the task through `check_job`; failures become an `error` row."""
     import pyarrow as pa
 
     from hashing.errors import InputError
+    from spark_jobs.progress import Ticker
+
+    ticker = Ticker(progress)
 
     common.tune_worker_gc()
     schema = common.arrow_schema(SCHEMA_DDL)
@@ -91,6 +96,7 @@ def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
         for row in batch.to_pylist():
             out = {k: row.get(k) for k in ("job", "spec", "metadata", "hasher", "matching",
                                            "allow_non_restored_state", "flink_version")}
+            ticker.tick()
             if row["input_error"] is not None:
                 rows.append({**out, "error": row["input_error"]})
                 continue
@@ -107,13 +113,17 @@ def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
                 out["error"] = f"{type(exc).__name__}: {exc}"
             rows.append(out)
         yield pa.RecordBatch.from_pylist(rows, schema=schema)
+    ticker.close()
 
 
-def check_rows(inputs: DataFrame, partitions: int | None = None) -> ArrowRows:
-    """`fleet_inputs.INPUT_DDL` rows -> one verdict row per job (`SCHEMA_DDL`), simulated in the executors."""
+def check_rows(inputs: DataFrame, partitions: int | None = None, progress: tuple[str, int] | None = None
+               ) -> ArrowRows:
+    """`fleet_inputs.INPUT_DDL` rows -> one verdict row per job (`SCHEMA_DDL`), simulated in the executors.
+
+    `progress`: the driver's `progress.Progress.address`, which each task tells how many jobs it did."""
     if partitions:
         inputs = inputs.repartition(partitions)
-    return ArrowRows(inputs, check_partition, SCHEMA_DDL)
+    return ArrowRows(inputs, lambda it: check_partition(it, progress), SCHEMA_DDL)
 
 
 def fleet_check(inputs: DataFrame, partitions: int | None = None) -> DataFrame:
@@ -128,13 +138,11 @@ SUMMARY_COLUMNS = ("job", "verdict", "state_bytes", "lost_bytes", "lost_operator
 def read_verdicts(spark: SparkSession, table: str) -> list[dict[str, Any]]:
     """The verdict table's `SUMMARY_COLUMNS`, one dict per job (a fleet's jobs fit in the driver).
 
-    A local table is read with pyarrow: the same few queries in Spark SQL cost a fresh JVM 3-4 s."""
-    loc = common.parse_location(table)
-    if loc.scheme == "file":
-        import pyarrow.parquet as pq
+    Read with pyarrow (a local table, or an `s3://` one through its manifest): the same few queries
+    in Spark SQL cost a fresh JVM 3-4 s, and could not read `s3://` without the s3a connector."""
+    from spark_jobs.parquet_output import read_table
 
-        return pq.read_table(loc.path, columns=list(SUMMARY_COLUMNS)).to_pylist()
-    return _read_verdicts_spark(spark, table)  # on a cluster: a table only the executors can read
+    return read_table(table, columns=list(SUMMARY_COLUMNS)).to_pylist()
 
 
 def _read_verdicts_spark(spark: SparkSession, table: str) -> list[dict[str, Any]]:
@@ -175,19 +183,33 @@ def run_check(spark: SparkSession, ids_table: str, scan_table: str, output: str,
               old_ids_table: str | None = None,
               hasher: str = "v2", matching: str = "fixed", allow_non_restored_state: bool = False,
               flink_version: str | None = None, partitions: int | None = None, worst: int = DEFAULT_WORST,
-              overwrite: bool = False) -> dict[str, Any]:
-    """The whole job: `verdicts/` and `summary.json` under `output`, written atomically; returns the summary."""
+              overwrite: bool = False, progress_interval: float = 5.0) -> dict[str, Any]:
+    """The whole job: `verdicts/` and `summary.json` under `output`, written atomically; returns the summary.
+
+    The summary's `timings` says how long each phase took: the input tables' own writes (from their
+    manifests, when they have one), pairing the inputs, the checks, and the summary itself."""
+    log = common.get_logger(JOB)
+    started = time.perf_counter()
     rows = fleet_inputs.check_inputs(spark, ids_table, scan_table, plan=plan, old_ids_table=old_ids_table,
                                      hasher=hasher, matching=matching,
                                      allow_non_restored_state=allow_non_restored_state, flink_version=flink_version)
     names = [c.split()[0] for c in fleet_inputs.INPUT_DDL.split(", ")]
     n = common.default_partitions(spark, partitions, max(1, len(rows)))
     inputs = common.spread(spark, [tuple(r[c] for c in names) for r in rows], n, fleet_inputs.INPUT_DDL)
+    paired = time.perf_counter()
     with common.atomic_output(output, overwrite=overwrite) as tmp:
         target = common.parse_location(tmp)
         verdict_path = target.child("verdicts").uri
-        write_table(check_rows(inputs), verdict_path)
+        with Progress.for_session(spark, log, JOB, len(rows), progress_interval) as progress:
+            write_table(check_rows(inputs, progress=progress.address), verdict_path, overwrite=overwrite)
+        checked = time.perf_counter()
         summary = summarize(read_verdicts(spark, verdict_path), worst)
+        summary["timings"] = {
+            **{f"{name}_write_s": s for name, s in (("fleet_ids", table_seconds(ids_table)),
+                                                     ("savepoint_scan", table_seconds(scan_table))) if s is not None},
+            "pair_inputs_s": round(paired - started, 3), "check_s": round(checked - paired, 3),
+            "summary_s": round(time.perf_counter() - checked, 3),
+            "fleet_check_s": round(time.perf_counter() - started, 3)}
         common.write_json(summary, target.child("summary.json").uri, overwrite=True)
     return summary
 
@@ -222,7 +244,7 @@ def _run(argv: list[str] | None) -> int:
                         hasher=args.hasher,
                         matching=args.matching, allow_non_restored_state=args.allow_non_restored_state,
                         flink_version=args.flink_version, partitions=args.partitions, worst=args.worst,
-                        overwrite=args.overwrite)
+                        overwrite=args.overwrite, progress_interval=args.progress_interval)
     log.info("%d jobs: %s, %d unchecked; %d bytes at risk; gate %s (%.1f s)", summary["jobs"], summary["verdicts"],
              summary["errors"], summary["bytes_at_risk"], summary["gate"], time.perf_counter() - t)
     print(json.dumps({k: summary[k] for k in ("gate", "jobs", "verdicts", "errors", "bytes_at_risk")}))

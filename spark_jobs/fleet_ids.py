@@ -29,7 +29,8 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import common
-from spark_jobs.parquet_output import ArrowRows, write_table
+from spark_jobs.parquet_output import ArrowRows, read_table, write_table
+from spark_jobs.progress import Progress
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -46,13 +47,19 @@ SCHEMA_DDL = (
 _ROWS_PER_BATCH = 20_000
 
 
-def catalogue(spark: SparkSession, source: str, partitions: int | None = None) -> DataFrame:
-    """(job, spec) for every spec file below `source`, spread over `partitions` tasks."""
+def catalogue_rows(source: str) -> list[tuple[str, str]]:
+    """(job, spec) for every spec file below `source`, listed in the driver."""
     root = common.parse_location(source)
     files = common.list_files(root, SPEC_SUFFIXES)
     if not files:
         raise common.JobError(f"{source}: no graph specs ({', '.join(SPEC_SUFFIXES)}) found")
-    rows = [(common.job_name_of(f, root), f) for f in files]
+    return [(common.job_name_of(f, root), f) for f in files]
+
+
+def catalogue(spark: SparkSession, source: str, partitions: int | None = None,
+              rows: list[tuple[str, str]] | None = None) -> DataFrame:
+    """(job, spec) for every spec file below `source` (or the given `rows`), spread over `partitions` tasks."""
+    rows = catalogue_rows(source) if rows is None else rows
     n = common.default_partitions(spark, partitions, len(rows))
     return common.spread(spark, rows, n, "job string, spec string")
 
@@ -105,11 +112,15 @@ def _arrow_schema() -> pa.Schema:
     return common.arrow_schema(SCHEMA_DDL)
 
 
-def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None) -> Iterator[pa.RecordBatch]:
+def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None,
+                  progress: tuple[str, int] | None = None) -> Iterator[pa.RecordBatch]:
     """Executor side: every (job, spec) of the task -> node rows, as Arrow batches."""
     import pyarrow as pa
 
     from hashing.errors import InputError
+    from spark_jobs.progress import Ticker
+
+    ticker = Ticker(progress)
 
     common.tune_worker_gc()
     schema = _arrow_schema()
@@ -125,16 +136,21 @@ def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None) 
                 pending.append(error_row(job, path, str(exc)))
             except Exception as exc:  # an S3 failure or a bug must name the job, not kill the fleet run
                 pending.append(error_row(job, path, f"{type(exc).__name__}: {exc}"))
+            ticker.tick()
             if len(pending) >= _ROWS_PER_BATCH:
                 yield pa.RecordBatch.from_pylist(pending, schema=schema)
                 pending = []
+    ticker.close()
     if pending:
         yield pa.RecordBatch.from_pylist(pending, schema=schema)
 
 
-def ids_rows(jobs: DataFrame, flink_version: str | None = None) -> ArrowRows:
-    """(job, spec) rows -> one row per stream node (`SCHEMA_DDL`), computed by the core in executors."""
-    return ArrowRows(jobs.select("job", "spec"), lambda it: ids_partition(it, flink_version), SCHEMA_DDL)
+def ids_rows(jobs: DataFrame, flink_version: str | None = None,
+             progress: tuple[str, int] | None = None) -> ArrowRows:
+    """(job, spec) rows -> one row per stream node (`SCHEMA_DDL`), computed by the core in executors.
+
+    `progress`: the driver's `progress.Progress.address`, which each task tells how many jobs it did."""
+    return ArrowRows(jobs.select("job", "spec"), lambda it: ids_partition(it, flink_version, progress), SCHEMA_DDL)
 
 
 def fleet_ids(jobs: DataFrame, flink_version: str | None = None) -> DataFrame:
@@ -157,13 +173,17 @@ def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     log, spark = common.start(JOB, args.master, python_bound=True)
     t = time.perf_counter()
-    jobs = catalogue(spark, args.catalogue, args.partitions)
-    log.info("catalogue %s: %d specs in %d tasks", args.catalogue, jobs.count(), jobs.rdd.getNumPartitions())
-    write_table(ids_rows(jobs, args.flink_version), args.output, overwrite=args.overwrite)
-    out = spark.read.parquet(args.output)
-    errors = out.filter("error is not null").count()
-    log.info("wrote %s: %d nodes, %d jobs with errors, in %.1f s", args.output, out.filter("error is null").count(),
-             errors, time.perf_counter() - t)
+    rows = catalogue_rows(args.catalogue)
+    jobs = catalogue(spark, args.catalogue, args.partitions, rows)
+    log.info("catalogue %s: %d specs in %d tasks", args.catalogue, len(rows), jobs.rdd.getNumPartitions())
+    with Progress.for_session(spark, log, JOB, len(rows), args.progress_interval) as progress:
+        write_table(ids_rows(jobs, args.flink_version, progress.address), args.output, overwrite=args.overwrite)
+    import pyarrow.compute as pc
+
+    out = read_table(args.output, ["job", "error"])  # pyarrow: local or s3:// through the manifest
+    failed = out.filter(out.column("error").is_valid())
+    log.info("wrote %s: %d nodes, %d jobs with errors, in %.1f s", args.output, out.num_rows - failed.num_rows,
+             len(pc.unique(failed.column("job"))), time.perf_counter() - t)
     return 0
 
 

@@ -6,8 +6,8 @@ full outer join, a broadcast join with the plan): on the fresh JVM of a `fleet_c
 plan took 7-8 s before the first job was checked, most of it compiling and loading the query's
 code, and about as long with 10,000 input rows as with 1 M. Here:
 
-* each table is reduced to {job: (value, error)}: with pyarrow when the driver can read the
-  files (a local table), else with one Spark aggregation collected to the driver;
+* each table is reduced to {job: (value, error)} with pyarrow in the driver: a local table, or an
+  `s3://` table through its manifest (`parquet_output.read_table`), so no s3a connector is needed;
 * the plan (CSV, JSON or Parquet, local or `s3://`) is read in Python: every value as the file
   gives it, an empty CSV cell as missing;
 * the result is one row per job, with `input_error` saying why a job cannot be checked.
@@ -18,7 +18,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs import common
@@ -34,22 +33,9 @@ _TRUE = ("true", "1", "yes")
 
 def per_job(spark: SparkSession, table: str, column: str) -> dict[str, tuple[str | None, str | None]]:
     """job -> (its first non-null `column`, its largest `error`) in a fleet_ids / savepoint_scan table."""
-    loc = common.parse_location(table)
-    if loc.scheme == "file":
-        return _per_job_arrow(table, loc.path, column)
-    return _per_job_spark(spark, table, column)  # on a cluster: a table only the executors can read
+    from spark_jobs.parquet_output import read_table
 
-
-def _per_job_arrow(table: str, path: str, column: str) -> dict[str, tuple[str | None, str | None]]:
-    import pyarrow.parquet as pq
-
-    if not Path(path).exists():
-        raise common.JobError(f"{table}: no such table")
-    try:  # pyarrow skips Spark's _SUCCESS and .crc files, as Spark does
-        data = pq.read_table(path, columns=["job", column, "error"])
-    except Exception as exc:
-        raise common.JobError(f"{table}: not a readable Parquet table with job, {column} and error columns "
-                              f"({exc})") from None
+    data = read_table(table, columns=["job", column, "error"])  # JobError naming the table
     grouped = data.group_by("job", use_threads=False).aggregate([(column, "first"), ("error", "max")])
     return {job: (value, error) for job, value, error in zip(
         grouped.column("job").to_pylist(), grouped.column(f"{column}_first").to_pylist(),
@@ -57,6 +43,7 @@ def _per_job_arrow(table: str, path: str, column: str) -> dict[str, tuple[str | 
 
 
 def _per_job_spark(spark: SparkSession, table: str, column: str) -> dict[str, tuple[str | None, str | None]]:
+    """The same reduction in Spark SQL (what `per_job` replaced; tests hold the two equal on local tables)."""
     from pyspark.sql import functions as F
 
     rows = (spark.read.parquet(table).groupBy("job")

@@ -1,6 +1,6 @@
 """key_alignment: is a source that is partitioned outside Flink safe to reinterpret as a keyed stream?
 
-`DataStreamUtils.reinterpretAsKeyedStream` (and the FLIP in `shared/seeds/`) lets a job skip the
+`DataStreamUtils.reinterpretAsKeyedStream` (Flink's documented experimental API) lets a job skip the
 keyBy shuffle when the external system already partitions by key. It is only correct if every key
 lives in exactly one source split, and if the subtask reading that split is the subtask Flink's
 `KeyGroupRangeAssignment` gives the key's key group: otherwise keyed state is written into key

@@ -1,19 +1,35 @@
-"""Parquet tables written by the Python workers themselves when the master is local.
+"""Parquet tables written by the Python workers themselves: on local masters, and to `s3://` from any master.
 
 The fleet jobs compute their rows in Python and already hold them as Arrow batches. Handing
 those batches to Spark's writer makes the JVM turn every value into a row and re-encode it:
 for the 1 M node and operator rows of a 10,000-job fleet that cost the JVM about 16 CPU-seconds,
 on the same two cores the Python workers need. pyarrow writes the same batches in well under
-one CPU-second. So, when the executors share the driver's file system (a `local[...]` master and
-a local target), each task writes its own part file with pyarrow and returns only a manifest
-row; the driver keeps exactly the parts in the manifest (a failed or repeated attempt leaves
-nothing behind), adds `_SUCCESS`, and renames the folder into place. Anywhere else (a cluster
-master, a non-local target) Spark's own writer runs, as before. Either way the table has the
-same schema and rows, and readers (Spark, pyarrow) cannot tell which wrote it.
+one CPU-second. And Spark's writer cannot reach `s3://` here at all: that needs the s3a
+connector's jars, which this platform does not ship (docs/design.md, Real components).
+
+So each task writes its own part file with pyarrow and returns only a manifest row (part name,
+row count); the driver keeps exactly the parts in the manifest, so a failed or repeated task
+attempt leaves nothing a reader sees:
+
+* **local target, local master** (the executors share the driver's file system): parts go into a
+  temporary folder beside the target; the driver deletes parts not in the manifest, adds
+  `_SUCCESS` and renames the folder into place (`common.atomic_output`).
+* **`s3://` target, any master** (pyarrow's `S3FileSystem` from the standard AWS environment,
+  endpoint override included): parts go under `<table>/run-<id>/`. The driver commits by one PUT
+  of `<table>/_manifest.json` naming the run's parts, then `_SUCCESS`, then deletes everything
+  else under the table (older runs, parts of failed attempts). Until that PUT the previous
+  table (its manifest) is what readers see; a failed run deletes its own parts and leaves the
+  previous manifest alone. `read_table` reads such a table through its manifest only.
+* a local target on a cluster master: Spark's own writer, as before.
+
+Either way the table has the same schema and rows.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,15 +40,19 @@ from spark_jobs import common
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyarrow.fs import S3FileSystem
     from pyspark.sql import DataFrame
 
 MANIFEST_DDL = "part string, rows long"
+MANIFEST = "_manifest.json"
+MANIFEST_FORMAT = "upgrade-gate-parquet-manifest/1"
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
 class ArrowRows:
-    """Rows a Python function makes from input rows (`inputs.mapInArrow(fn)`), kept apart so a
-    local run can write them straight from the workers (`write_table`)."""
+    """Rows a Python function makes from input rows (`inputs.mapInArrow(fn)`), kept apart so the
+    workers can write them themselves (`write_table`)."""
 
     inputs: DataFrame
     fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
@@ -43,15 +63,20 @@ class ArrowRows:
 
 
 def direct_write_possible(rows: ArrowRows, target: str) -> bool:
-    """Workers can write the parts only where they see the driver's files: a local master, a local target."""
-    return (rows.inputs.sparkSession.sparkContext.master.startswith("local")
-            and common.parse_location(target).scheme == "file")
+    """Workers write the parts to `s3://` from any master, and to local files on a local master."""
+    scheme = common.parse_location(target).scheme
+    return scheme == "s3" or rows.inputs.sparkSession.sparkContext.master.startswith("local")
 
 
 def write_table(rows: ArrowRows | DataFrame, target: str, *, overwrite: bool = False) -> int | None:
     """Write a Parquet table at `target` atomically; returns the row count when the workers wrote it."""
     if isinstance(rows, ArrowRows) and direct_write_possible(rows, target):
+        loc = common.parse_location(target)
+        if loc.scheme == "s3":
+            return _write_s3(rows, loc, overwrite)
         return _write_direct(rows, target, overwrite)
+    if common.parse_location(target).scheme == "s3":
+        raise common.JobError(f"{target}: only tables the workers write can go to s3:// (no s3a connector)")
     frame = rows.frame() if isinstance(rows, ArrowRows) else rows
     common.write_parquet(frame, target, overwrite=overwrite)
     return None
@@ -62,6 +87,7 @@ def _write_direct(rows: ArrowRows, target: str, overwrite: bool) -> int:
 
     schema = common.arrow_schema(rows.ddl)
     fn = rows.fn
+    started = time.perf_counter()
     with common.atomic_output(target, overwrite=overwrite) as tmp:
         folder = Path(tmp)
         folder.mkdir()
@@ -72,25 +98,125 @@ def _write_direct(rows: ArrowRows, target: str, overwrite: bool) -> int:
             if path.name not in kept:
                 path.unlink()
         if not kept:  # an empty table still carries its schema, as Spark's writer leaves it
+            kept = {"part-00000-empty.snappy.parquet"}
             pq.write_table(schema.empty_table(), folder / "part-00000-empty.snappy.parquet")
+        total = sum(r["rows"] for r in manifest)
+        (folder / MANIFEST).write_text(json.dumps(_manifest(rows.ddl, total, sorted(kept), started), indent=1))
         (folder / "_SUCCESS").write_bytes(b"")
-    return sum(r["rows"] for r in manifest)
+    return total
 
 
-def write_part(batches: Iterator[pa.RecordBatch], folder: str) -> Iterator[pa.RecordBatch]:
-    """Executor side: this task's batches into one part file named by partition and attempt."""
+def _manifest(ddl: str, total: int, parts: list[str], started: float) -> dict[str, Any]:
+    """What a reader needs (the parts) and what a fleet report shows (how long the write took)."""
+    return {"format": MANIFEST_FORMAT, "schema": ddl, "rows": total, "parts": parts,
+            "seconds": round(time.perf_counter() - started, 3)}
+
+
+def table_seconds(table: str) -> float | None:
+    """How long the job that wrote `table` spent writing it (from its manifest), None if unknown."""
+    loc = common.parse_location(table)
+    try:
+        if loc.scheme == "file":
+            doc = json.loads((Path(loc.path) / MANIFEST).read_text())
+        else:
+            doc = json.loads(common.read_bytes(f"s3://{loc.bucket}/{loc.path.rstrip('/')}/{MANIFEST}",
+                                               max_bytes=MAX_MANIFEST_BYTES))
+        return float(doc["seconds"])
+    except Exception:  # a table Spark's writer made, or an older one: no timing to report
+        return None
+
+
+# ---- s3:// -------------------------------------------------------------------------------
+def s3_filesystem() -> S3FileSystem:
+    """pyarrow's S3 client from the same standard AWS environment our boto3 clients use
+    (`upgrade_gate.storage.s3.s3_client`): AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, AWS_REGION,
+    keys; path-style addressing when an endpoint is given, and the same time budget."""
+    from pyarrow.fs import S3FileSystem
+
+    from upgrade_gate.storage.s3 import timeout_budget
+
+    kwargs: dict[str, Any] = {
+        "region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        "connect_timeout": min(10.0, timeout_budget()), "request_timeout": timeout_budget()}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        kwargs["endpoint_override"] = endpoint
+        kwargs["force_virtual_addressing"] = False
+    if os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get("AWS_SECRET_ACCESS_KEY"):
+        kwargs.update(access_key=os.environ["AWS_ACCESS_KEY_ID"], secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+                      session_token=os.environ.get("AWS_SESSION_TOKEN"))
+    return S3FileSystem(**kwargs)
+
+
+def _keys(client: Any, bucket: str, prefix: str) -> list[str]:
+    keys: list[str] = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys.extend(o["Key"] for o in page.get("Contents", ()))
+    return keys
+
+
+def _delete(client: Any, bucket: str, keys: list[str]) -> None:
+    for i in range(0, len(keys), 1000):
+        client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]],
+                                                     "Quiet": True})
+
+
+def _write_s3(rows: ArrowRows, loc: common.Location, overwrite: bool) -> int:
+    import pyarrow.parquet as pq
+
+    client = common.s3_client()
+    table = loc.path.rstrip("/")
+    if not table:
+        raise common.JobError(f"{loc.uri}: a table needs a prefix below the bucket")
+    existing = _keys(client, loc.bucket, table + "/")
+    if existing and not overwrite:
+        raise common.JobError(f"{loc.uri}: already exists (pass --overwrite to replace it)")
+    started = time.perf_counter()
+    run = f"run-{uuid.uuid4().hex[:16]}"
+    folder = f"{loc.bucket}/{table}/{run}"
+    fn = rows.fn
+    try:
+        manifest = rows.inputs.mapInArrow(lambda batches: write_part(fn(batches), folder, s3=True),
+                                          common.spark_schema(MANIFEST_DDL)).collect()
+        parts = sorted(f"{run}/{r['part']}" for r in manifest if r["part"])
+        if not parts:  # an empty table still carries its schema
+            fs = s3_filesystem()
+            with fs.open_output_stream(f"{folder}/part-00000-empty.snappy.parquet") as out:
+                pq.write_table(common.arrow_schema(rows.ddl).empty_table(), out)
+            parts = [f"{run}/part-00000-empty.snappy.parquet"]
+        total = sum(r["rows"] for r in manifest)
+        doc = _manifest(rows.ddl, total, parts, started)
+        # the commit point: one PUT replaces the manifest readers follow
+        client.put_object(Bucket=loc.bucket, Key=f"{table}/{MANIFEST}", Body=json.dumps(doc, indent=1).encode(),
+                          ContentType="application/json")
+    except BaseException:
+        _delete(client, loc.bucket, _keys(client, loc.bucket, f"{table}/{run}/"))
+        raise
+    client.put_object(Bucket=loc.bucket, Key=f"{table}/_SUCCESS", Body=b"")
+    keep = {f"{table}/{p}" for p in parts} | {f"{table}/{MANIFEST}", f"{table}/_SUCCESS"}
+    # older runs, failed or repeated attempts, anything else: nothing a reader of the manifest needs
+    _delete(client, loc.bucket, [k for k in _keys(client, loc.bucket, table + "/") if k not in keep])
+    return total
+
+
+def write_part(batches: Iterator[pa.RecordBatch], folder: str, *, s3: bool = False) -> Iterator[pa.RecordBatch]:
+    """Executor side: this task's batches into one part file named by partition and attempt.
+
+    `folder` is a local path, or `bucket/prefix` with `s3=True` (pyarrow's S3 filesystem)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark import TaskContext
 
     ctx: Any = TaskContext.get()
     name = f"part-{ctx.partitionId():05d}-{ctx.attemptNumber()}-{uuid.uuid4().hex[:8]}.snappy.parquet"
+    fs = s3_filesystem() if s3 else None
     writer = None
     count = 0
     try:
         for batch in batches:
             if writer is None:
-                writer = pq.ParquetWriter(str(Path(folder) / name), batch.schema, compression="snappy")
+                where = f"{folder}/{name}" if s3 else str(Path(folder) / name)
+                writer = pq.ParquetWriter(where, batch.schema, compression="snappy", filesystem=fs)
             writer.write_batch(batch)
             count += batch.num_rows
     finally:
@@ -98,3 +224,33 @@ def write_part(batches: Iterator[pa.RecordBatch], folder: str) -> Iterator[pa.Re
             writer.close()
     yield pa.RecordBatch.from_pydict({"part": [name if writer is not None else None], "rows": [count]},
                                      schema=common.arrow_schema(MANIFEST_DDL))
+
+
+# ---- reading ------------------------------------------------------------------------------
+def read_table(table: str, columns: list[str] | None = None) -> pa.Table:
+    """A table we wrote, in the driver: a local folder (ours or Spark's), or an `s3://` table through
+    its `_manifest.json` (only the committed run's parts; a table without one is not there yet)."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    loc = common.parse_location(table)
+    try:
+        if loc.scheme == "file":
+            if not Path(loc.path).exists():
+                raise common.JobError(f"{table}: no such table")
+            return pq.read_table(loc.path, columns=columns)  # skips _SUCCESS and .crc files, as Spark does
+        base = loc.path.rstrip("/")
+        try:
+            doc = json.loads(common.read_bytes(f"s3://{loc.bucket}/{base}/{MANIFEST}", max_bytes=MAX_MANIFEST_BYTES))
+        except Exception as exc:
+            raise common.JobError(f"{table}: no committed table ({MANIFEST} unreadable: {exc})") from None
+        if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT or not isinstance(doc.get("parts"), list):
+            raise common.JobError(f"{table}: {MANIFEST} is not a table manifest")
+        files = [f"{loc.bucket}/{base}/{p}" for p in doc["parts"]]
+        data = ds.dataset(files, filesystem=s3_filesystem(), format="parquet",
+                          schema=common.arrow_schema(doc["schema"]) if doc.get("schema") else None)
+        return data.to_table(columns=columns)
+    except common.JobError:
+        raise
+    except Exception as exc:
+        raise common.JobError(f"{table}: not a readable Parquet table ({type(exc).__name__}: {exc})") from None

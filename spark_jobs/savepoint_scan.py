@@ -30,7 +30,8 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import common
-from spark_jobs.parquet_output import ArrowRows, write_table
+from spark_jobs.parquet_output import ArrowRows, read_table, write_table
+from spark_jobs.progress import Progress
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -48,7 +49,15 @@ SCHEMA_DDL = (
 _KINDS = ("managed_keyed", "raw_keyed", "managed_operator", "raw_operator")
 
 
-def savepoint_jobs(spark: SparkSession, source: str, partitions: int | None = None) -> DataFrame:
+def savepoint_jobs(spark: SparkSession, source: str, partitions: int | None = None,
+                   rows: list[tuple[str, str]] | None = None) -> DataFrame:
+    """(job, savepoint) for every job (`savepoint_job_rows`, or the given `rows`), spread over tasks."""
+    rows = savepoint_job_rows(spark, source) if rows is None else rows
+    n = common.default_partitions(spark, partitions, len(rows))
+    return common.spread(spark, rows, n, "job string, savepoint string")
+
+
+def savepoint_job_rows(spark: SparkSession, source: str) -> list[tuple[str, str]]:
     """(job, savepoint) for every job: the children of a root, or a CSV/JSON/Parquet list."""
     lower = source.lower().rstrip("/")
     if lower.endswith((".csv", ".json", ".parquet")):
@@ -64,8 +73,7 @@ def savepoint_jobs(spark: SparkSession, source: str, partitions: int | None = No
         rows = [(name, root.child(name).uri) for name in common.list_children(root)]
     if not rows:
         raise common.JobError(f"{source}: no jobs found")
-    n = common.default_partitions(spark, partitions, len(rows))
-    return common.spread(spark, rows, n, "job string, savepoint string")
+    return rows
 
 
 def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str, Any]]:
@@ -117,11 +125,15 @@ def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str
     return rows or [{**head, "error": None}]
 
 
-def scan_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def scan_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None
+                   ) -> Iterator[pa.RecordBatch]:
     """Executor side: one boto3 client per task, every job of the task -> operator rows."""
     import pyarrow as pa
 
     from hashing.errors import InputError
+    from spark_jobs.progress import Ticker
+
+    ticker = Ticker(progress)
 
     common.tune_worker_gc()
     schema = common.arrow_schema(SCHEMA_DDL)
@@ -138,12 +150,16 @@ def scan_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
                 rows.append({"job": job, "savepoint": savepoint, "error": str(exc)})
             except Exception as exc:
                 rows.append({"job": job, "savepoint": savepoint, "error": f"{type(exc).__name__}: {exc}"})
+            ticker.tick()
         yield pa.RecordBatch.from_pylist(rows, schema=schema)
+    ticker.close()
 
 
-def scan_rows(jobs: DataFrame) -> ArrowRows:
-    """(job, savepoint) rows -> one row per operator state of each job's newest savepoint."""
-    return ArrowRows(jobs.select("job", "savepoint"), scan_partition, SCHEMA_DDL)
+def scan_rows(jobs: DataFrame, progress: tuple[str, int] | None = None) -> ArrowRows:
+    """(job, savepoint) rows -> one row per operator state of each job's newest savepoint.
+
+    `progress`: the driver's `progress.Progress.address`, which each task tells how many jobs it did."""
+    return ArrowRows(jobs.select("job", "savepoint"), lambda it: scan_partition(it, progress), SCHEMA_DDL)
 
 
 def savepoint_scan(jobs: DataFrame) -> DataFrame:
@@ -167,15 +183,18 @@ def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     log, spark = common.start(JOB, args.master, python_bound=True)
     t = time.perf_counter()
-    jobs = savepoint_jobs(spark, args.savepoints, args.partitions)
-    log.info("%s: %d jobs in %d tasks", args.savepoints, jobs.count(), jobs.rdd.getNumPartitions())
-    write_table(scan_rows(jobs), args.output, overwrite=args.overwrite)
-    out = spark.read.parquet(args.output)
-    stats = out.selectExpr("count(operator_id) as ops",
-                           "count(distinct case when error is not null then job end) as bad",
-                           "coalesce(sum(state_bytes), 0) as bytes").first()
+    rows = savepoint_job_rows(spark, args.savepoints)
+    jobs = savepoint_jobs(spark, args.savepoints, args.partitions, rows)
+    log.info("%s: %d jobs in %d tasks", args.savepoints, len(rows), jobs.rdd.getNumPartitions())
+    with Progress.for_session(spark, log, JOB, len(rows), args.progress_interval) as progress:
+        write_table(scan_rows(jobs, progress.address), args.output, overwrite=args.overwrite)
+    import pyarrow.compute as pc
+
+    out = read_table(args.output, ["job", "operator_id", "state_bytes", "error"])  # local or s3:// (manifest)
+    failed = out.filter(out.column("error").is_valid())
     log.info("wrote %s: %d operator states, %d bytes of state, %d jobs with errors, in %.1f s", args.output,
-             stats["ops"], stats["bytes"], stats["bad"], time.perf_counter() - t)
+             out.num_rows - out.column("operator_id").null_count, pc.sum(out.column("state_bytes")).as_py() or 0,
+             len(pc.unique(failed.column("job"))), time.perf_counter() - t)
     return 0
 
 

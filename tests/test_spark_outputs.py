@@ -22,7 +22,7 @@ import pytest
 
 from bench.fleet import generate_fleet
 from spark_jobs import common, fleet_check, fleet_ids, fleet_inputs, savepoint_scan
-from spark_jobs.parquet_output import ArrowRows, direct_write_possible, write_table
+from spark_jobs.parquet_output import ArrowRows, direct_write_possible, read_table, write_table
 from tests.spark_support import spark, spark_env  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,7 +55,8 @@ def test_worker_written_table_reads_back_like_sparks_own(spark, fleet, tmp_path,
     assert count == direct.count() > 60
     assert _sorted_rows(spark, tmp_path / "direct") == _sorted_rows(spark, tmp_path / "spark")
     files = sorted(p.name for p in (tmp_path / "direct").iterdir())
-    assert files[0] == "_SUCCESS" and len(files) == 4 and all(f.endswith(".snappy.parquet") for f in files[1:])
+    assert files[:2] == ["_SUCCESS", "_manifest.json"] and len(files) == 5
+    assert all(f.endswith(".snappy.parquet") for f in files[2:])
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp folder left
 
 
@@ -85,10 +86,14 @@ def test_failed_task_leaves_no_table_and_keeps_the_old_one(spark, tmp_path) -> N
     assert [p.name for p in tmp_path.iterdir()] == ["table"]
 
 
-def test_a_retried_task_leaves_only_its_successful_part(tmp_path) -> None:
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_retried_task_leaves_only_its_successful_part(spark_env, tmp_path, where) -> None:  # noqa: F811
     """A task that dies after writing part of its file and is retried: only the retry's part stays.
 
     Needs a master that retries tasks (`local[2,2]`), so it runs in its own Spark process."""
+    if where == "s3":
+        spark_env.s3.client().create_bucket(Bucket="retried")
+    target = str(tmp_path / "t") if where == "local" else "s3://retried/t"
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(REPO)!r})
@@ -108,16 +113,86 @@ def test_a_retried_task_leaves_only_its_successful_part(tmp_path) -> None:
         spark = common.build_session("retry", "local[2,2]",
                                      extra_conf={{"spark.sql.execution.arrow.maxRecordsPerBatch": "10"}})
         print("ROWS", write_table(ArrowRows(spark.range(0, 100, numPartitions=2), flaky, "n long"),
-                                  {str(tmp_path / "t")!r}))
+                                  {target!r}))
     """)
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, **spark_env.aws_env)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "first attempt dies" in out.stderr  # the retry really happened
     assert "ROWS 100" in out.stdout
-    parts = sorted(p.name for p in (tmp_path / "t").glob("part-*"))
+    if where == "local":
+        parts = sorted(p.name for p in (tmp_path / "t").glob("part-*"))
+    else:  # everything under the table: the manifest's parts, nothing of the failed attempt
+        listing = spark_env.s3.client().list_objects_v2(Bucket="retried", Prefix="t/")["Contents"]
+        parts = sorted(o["Key"].rsplit("/", 1)[-1] for o in listing if "/part-" in o["Key"])
+        assert len(listing) == len(parts) + 2
     assert [p.split("-")[1:3] for p in parts] == [["00000", "0"], ["00001", "1"]]  # partition 1: attempt 1 only
-    assert sorted(pq.read_table(tmp_path / "t").column("n").to_pylist()) == list(range(100))
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in spark_env.aws_env.items():
+            mp.setenv(k, v)
+        assert sorted(read_table(target).column("n").to_pylist()) == list(range(100))
+
+
+# ---- s3:// tables written by the workers, from any master ----------------------------------
+@pytest.fixture
+def aws(spark_env, monkeypatch) -> Any:  # noqa: F811
+    """The driver's S3 environment (the executors got theirs when the session started)."""
+    for k, v in spark_env.aws_env.items():
+        monkeypatch.setenv(k, v)
+    client = spark_env.s3.client()
+    if "tables" not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
+        client.create_bucket(Bucket="tables")
+    return client
+
+
+def _keys(client: Any, prefix: str) -> list[str]:
+    return sorted(o["Key"] for o in client.list_objects_v2(Bucket="tables", Prefix=prefix).get("Contents", ()))
+
+
+def test_s3_table_written_by_workers_reads_like_the_local_one(spark, fleet, aws, tmp_path) -> None:  # noqa: F811
+    rows = savepoint_scan.scan_rows(savepoint_scan.savepoint_jobs(spark, str(fleet / "savepoints"), 3))
+    assert direct_write_possible(rows, "s3://tables/scan")
+    assert write_table(rows, "s3://tables/scan") == write_table(rows, str(tmp_path / "scan"))
+    s3, local = read_table("s3://tables/scan"), read_table(str(tmp_path / "scan"))
+    assert s3.schema == local.schema == common.arrow_schema(savepoint_scan.SCHEMA_DDL)
+    key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
+    assert sorted(s3.to_pylist(), key=key) == sorted(local.to_pylist(), key=key)
+    manifest = json.loads(aws.get_object(Bucket="tables", Key="scan/_manifest.json")["Body"].read())
+    assert _keys(aws, "scan/") == sorted(["scan/_SUCCESS", "scan/_manifest.json",
+                                          *(f"scan/{p}" for p in manifest["parts"])])
+    assert manifest["rows"] == s3.num_rows and len(manifest["parts"]) == 3
+    with pytest.raises(common.JobError, match="already exists"):
+        write_table(rows, "s3://tables/scan")
+    with pytest.raises(common.JobError, match="no committed table"):
+        read_table("s3://tables/nothing-here")
+    # fleet_check reads its input tables from S3 the same way
+    assert (fleet_inputs.per_job(spark, "s3://tables/scan", "metadata")
+            == fleet_inputs.per_job(spark, str(tmp_path / "scan"), "metadata"))
+
+
+def test_failed_task_on_s3_leaves_nothing_and_keeps_the_old_table(spark, aws) -> None:  # noqa: F811
+    def boom(batches):  # type: ignore[no-untyped-def]
+        for b in batches:  # one of 4 tasks fails; others have written their parts by then
+            if b.column(0)[0].as_py() >= 150:
+                raise RuntimeError("executor died")
+            yield pa.RecordBatch.from_pydict({"n": b.column(0)}, schema=common.arrow_schema("n long"))
+
+    rows = ArrowRows(spark.range(0, 200, numPartitions=4), boom, "n long")
+    with pytest.raises(Exception, match="executor died"):
+        write_table(rows, "s3://tables/failing")
+    assert _keys(aws, "failing/") == []
+    write_table(ArrowRows(spark.range(0, 100, numPartitions=2), boom, "n long"), "s3://tables/failing")
+    before = _keys(aws, "failing/")
+    with pytest.raises(Exception, match="executor died"):
+        write_table(rows, "s3://tables/failing", overwrite=True)
+    assert _keys(aws, "failing/") == before
+    assert sorted(read_table("s3://tables/failing").column("n").to_pylist()) == list(range(100))
+    # a successful overwrite replaces the table and removes the old run's parts
+    write_table(ArrowRows(spark.range(0, 3, numPartitions=1), boom, "n long"), "s3://tables/failing",
+                overwrite=True)
+    assert sorted(read_table("s3://tables/failing").column("n").to_pylist()) == [0, 1, 2]
+    assert len(_keys(aws, "failing/")) == 3 and not set(before) & set(_keys(aws, "failing/")) - {
+        "failing/_SUCCESS", "failing/_manifest.json"}
 
 
 def test_spread_gives_equal_tasks_and_every_row_once(spark) -> None:  # noqa: F811
@@ -205,7 +280,9 @@ def test_summary_reads_the_same_from_pyarrow_and_from_spark(spark, fleet, tmp_pa
     arrow = fleet_check.read_verdicts(spark, verdicts)
     assert sorted(arrow, key=lambda r: r["job"]) == sorted(fleet_check._read_verdicts_spark(spark, verdicts),
                                                            key=lambda r: r["job"])
+    timings = summary.pop("timings")
     assert fleet_check.summarize(arrow, 5) == summary and summary["jobs"] == 60
+    assert {"fleet_ids_write_s", "savepoint_scan_write_s", "check_s"} <= set(timings)
     severity = ["RESTORE_FAILS", "STATE_MISROUTED", "STATE_LOSS"]
     ranks = [(severity.index(w["verdict"]), -w["lost_bytes"]) for w in summary["worst_jobs"]]
     assert ranks == sorted(ranks) and len(ranks) == 5
