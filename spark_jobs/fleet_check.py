@@ -45,8 +45,11 @@ SCHEMA_DDL = (
     "job string, spec string, metadata string, hasher string, matching string, allow_non_restored_state boolean, "
     "flink_version string, verdict string, restore_succeeds boolean, flink_error string, operators int, "
     "state_bytes long, lost_bytes long, lost_operators int, verdict_with_remedies string, losses string, "
-    "remedies string, warnings array<string>, error string"
+    "remedies string, warnings array<string>, error string, operator_rows string"
 )
+# per-operator rows for the fleet reports of blocked jobs (the ones a person opens); SAFE jobs keep the
+# table small and the fleet fast
+_ROW_FIELDS = ("operator_id", "name", "uid", "matched_by", "new_node_name", "state_bytes", "lost_bytes", "state_names")
 DEFAULT_WORST = 20
 
 
@@ -75,6 +78,8 @@ def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non
         "verdict_with_remedies": result["verdict_with_remedies"],
         "losses": json.dumps(result["losses"]), "remedies": json.dumps(result["remedies"]),
         "warnings": list(result["warnings"]),
+        "operator_rows": json.dumps([{k: op.get(k) for k in _ROW_FIELDS} for op in result["operators"]])
+        if policy.blocks(result["verdict"]) else None,
     }
 
 

@@ -1,4 +1,4 @@
-"""`upgrade-gate check`: exit codes, the JSON contract of design §4.2 and the HTML report."""
+"""`upgrade-gate check`: exit codes, the JSON contract of docs/design.md and the HTML report."""
 
 from __future__ import annotations
 
@@ -66,16 +66,18 @@ def test_html_report_puts_the_verdict_first(cli, tmp_path) -> None:
             "-o", str(out))
     assert p.returncode == 0
     html = out.read_text()
-    body = html.split("<body>", 1)[1]
-    assert body.startswith("<div class='verdict' id='verdict'>SAFE</div>")
-    assert "Key groups per subtask" in html and html.count("<svg") == 2 and "<script" not in html
-    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    body = html.split("<body", 1)[1].split(">", 1)[1]
+    assert body.lstrip().startswith('<div class="verdict v-SAFE" id="verdict">SAFE</div>')
+    # the graphs side by side (the CLI passes the graph), bytes per operator, key groups of the keyed operator
+    assert 'class="graphs' in html and 'class="bars' in html and html.count('class="keygroups"') == 1
+    assert 'data-side="new" data-name="keyed"' in html and 'class="edge"' in html
+    assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
 
 
 def test_table_output_names_verdict_and_losses(cli) -> None:
     p = cli("check", "--savepoint", str(R23 / "savepoints" / "uids-but-keyed-p2"),
             "--graph", str(R23 / "map-inserted-before-uidless-keyed" / "graph-b.json"))
     assert p.returncode == 1
-    # keyed state taken by a map without keyed input: misrouted (issue 8; it was STATE_LOSS before)
+    # keyed state taken by a map without keyed input: misrouted (it was STATE_LOSS before)
     assert p.stdout.startswith("VERDICT: STATE_MISROUTED   (with the remedies below: SAFE)")
     assert "no keyed input" in p.stdout and 'uid("inserted")' in p.stdout

@@ -8,7 +8,6 @@ recorded in the report's meta, so a retried task does not alert twice for the sa
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from flink_gate.alerts import build_alert
 from flink_gate.reports import ReportStore, safe_name
 from flink_gate.steps import report_url, work_root
+from upgrade_gate.cli.report_html import render_fleet, render_report
 from upgrade_gate.gate import policy
 
 FLEET_REPORT_JOB = "fleet-scan"  # the pseudo-job the fleet summary is published under
@@ -26,20 +26,24 @@ def fleet_dir(run_id: str) -> Path:
 
 
 def check_from_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A fleet_check verdict row in the `check` contract's shape (the fields the row carries)."""
+    """A fleet_check verdict row in the `check` contract's shape (the fields the row carries; the
+    operator rows fleet_check writes for blocked jobs, `operator_rows`)."""
     losses = json.loads(row.get("losses") or "[]")
+    operators = row.get("operator_rows")
     return {"verdict": row.get("verdict") or "ERROR", "restore_succeeds": row.get("restore_succeeds"),
             "flink_error": row.get("flink_error"), "hasher": row.get("hasher"), "matching": row.get("matching"),
             "flink_version": row.get("flink_version"), "savepoint": row.get("metadata"), "graph": row.get("spec"),
-            "operators": [], "losses": losses, "remedies": json.loads(row.get("remedies") or "[]"),
+            "operators": json.loads(operators) if isinstance(operators, str) else list(operators or []),
+            "losses": losses, "remedies": json.loads(row.get("remedies") or "[]"),
             "verdict_with_remedies": row.get("verdict_with_remedies"), "warnings": list(row.get("warnings") or []),
             "state_bytes": row.get("state_bytes"), "lost_bytes": row.get("lost_bytes"), "error": row.get("error")}
 
 
-def _row_html(job: str, check: dict[str, Any]) -> str:
-    return (f"<html><body><h1>{html.escape(job)}: {html.escape(str(check['verdict']))}</h1>"
-            f"<p>From the fleet scan. Run <code>flink_upgrade_gate</code> for this job for the operator-level "
-            f"report.</p><pre>{html.escape(json.dumps(check, indent=2))}</pre></body></html>")
+def fleet_row(job: str, check: dict[str, Any]) -> dict[str, Any]:
+    """One line of the fleet summary table: job x verdict x bytes at risk."""
+    return {"job": job, "verdict": check["verdict"], "bytes_at_risk": int(check.get("lost_bytes") or 0),
+            "state_bytes": check.get("state_bytes"), "verdict_with_remedies": check.get("verdict_with_remedies"),
+            "error": check.get("error"), "flink_error": check.get("flink_error")}
 
 
 def publish(context: Any, summary: dict[str, Any], check_dir: str) -> dict[str, Any]:
@@ -49,10 +53,11 @@ def publish(context: Any, summary: dict[str, Any], check_dir: str) -> dict[str, 
     ti = context["ti"]
     store = ReportStore()
     rows = pq.read_table(str(Path(check_dir) / "verdicts")).to_pylist()
-    blocked = []
+    blocked, table = [], []
     for row in rows:
         check = check_from_row(row)
-        store.publish(row["job"], ti.run_id, check, _row_html(row["job"], check),
+        table.append(fleet_row(row["job"], check))
+        store.publish(row["job"], ti.run_id, check, render_report(check),
                       {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": row.get("metadata"),
                        "graph": row.get("spec"), "hasher": row.get("hasher"), "matching": row.get("matching"),
                        "allow_non_restored_state": row.get("allow_non_restored_state"), "source": "fleet_scan"})
@@ -60,10 +65,8 @@ def publish(context: Any, summary: dict[str, Any], check_dir: str) -> dict[str, 
             blocked.append(row["job"])
     # the fleet's own "verdict" is the gate word of fleet_check's summary: PASS or BLOCK
     fleet_check = {"verdict": str(summary.get("gate") or "BLOCK"), "operators": [],
-                   "losses": [], "remedies": [], "summary": summary}
-    store.publish(FLEET_REPORT_JOB, ti.run_id, fleet_check,
-                  f"<html><body><h1>Fleet scan: gate {html.escape(str(summary.get('gate')))}</h1><pre>"
-                  f"{html.escape(json.dumps(summary, indent=2))}</pre></body></html>",
+                   "losses": [], "remedies": [], "summary": summary, "jobs": table}
+    store.publish(FLEET_REPORT_JOB, ti.run_id, fleet_check, render_fleet(summary, table),
                   {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": "", "source": "fleet_scan"})
     return {"gate": summary.get("gate"), "jobs": len(rows), "verdicts": summary.get("verdicts"),
             "blocked": blocked, "bytes_at_risk": summary.get("bytes_at_risk"), "unchecked": summary.get("errors")}

@@ -56,9 +56,9 @@ def run_check(metadata: Any, graph_path: str, *, hasher: str, matching: str, all
                          allow_non_restored_state=allow_non_restored_state, flink_version=flink_version or None)
 
 
-def render_html(result: Any) -> str:
+def render_html(result: Any, graph_path: str | None = None) -> str:
     """The core's HTML report, the same page `upgrade-gate check --format html` writes."""
-    return report_html.render_html(result)
+    return report_html.render_html(result, new_graph=read_graph(graph_path) if graph_path else None)
 
 
 def graph_node_ids(graph_path: str, hasher: str, flink_version: str | None) -> dict[str, Any]:

@@ -171,7 +171,7 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
             "allow_non_restored_state": bool(p["allow_non_restored_state"]),
             "flink_version": p.get("flink_version"), "mode": p.get("mode"), "operator_ids": ids}
     gate.write_json(run_dir(job, ti.run_id) / "check.json", check)
-    path = ReportStore().publish(job, ti.run_id, check, gate.render_html(result), meta)
+    path = ReportStore().publish(job, ti.run_id, check, gate.render_html(result, graph["graph_path"]), meta)
     return {"job": job, "verdict": check["verdict"], "check": check, "savepoint": source, "report_url": url,
             "report_dir": str(path), "report_run": safe_name(ti.run_id)}
 

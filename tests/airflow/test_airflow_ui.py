@@ -166,11 +166,14 @@ def test_trigger_from_the_form_and_read_the_report(stack, standalone, browser):
     link = _wait(driver, lambda d: [a for a in d.find_elements(By.TAG_NAME, "a")
                                     if a.text == run["dag_run_id"]], what="report link")[0]
     link.click()
-    badge = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "h1 .verdict"), what="verdict")
+    badge = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#verdict"), what="verdict")
     assert badge.text == expected_verdict(job) != "SAFE"
     rows = driver.find_elements(By.CSS_SELECTOR, "#operators tr.at-risk")
     assert rows and "keyed" in rows[0].text
-    assert driver.find_elements(By.CSS_SELECTOR, "svg.plot")
+    # the old and new job side by side: the state's writer and where it lands are outlined
+    marked = driver.find_elements(By.CSS_SELECTOR, "svg.graphs g.op.at-risk")
+    assert {m.get_attribute("data-side") for m in marked} == {"old", "new"}
+    assert driver.find_elements(By.CSS_SELECTOR, "svg.bars")
     driver.save_screenshot(str(_shot_dir() / "ui-report.png"))
 
     # reports are for logged-in users only

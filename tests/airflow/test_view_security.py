@@ -11,6 +11,7 @@ that the report still renders under this policy is tests/airflow/test_airflow_ui
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import subprocess
 
@@ -25,6 +26,12 @@ job, run = "fraud-scoring", "manual__2026-11-23T08_00_00_00_00"
 store.publish(job, run, {{"verdict": "STATE_MISROUTED", "operators": [{{"operator_id": "3a43", "name": "<b>x</b>",
               "state_bytes": 10, "lost_bytes": 10, "state_names": ["keyed"]}}], "losses": [], "remedies": []}},
               "<html><head><style>body{{color:red}}</style></head><body>core report</body></html>", {{"dag_id": "d"}})
+
+fleet_jobs = [{{"job": j, "verdict": v, "bytes_at_risk": b, "state_bytes": 2 * b + 10}} for j, v, b in
+              [("orders", "SAFE", 0), ("<i>evil</i>", "STATE_LOSS", 3 << 20),
+               ("fraud-scoring", "STATE_MISROUTED", 4866), ("payments", "RESTORE_FAILS", 100)]]
+store.publish("fleet-scan", run, {{"verdict": "BLOCK", "summary": {{"gate": "BLOCK", "verdicts": {{}}}},
+                                  "jobs": fleet_jobs}}, "<p>fleet</p>", {{"dag_id": "flink_fleet_scan"}})
 
 broken = store.publish("broken-job", "run1", {{"verdict": "SAFE"}}, "<p/>", {{}})
 (broken / "check.json").write_text("{{ half a file")  # a damaged disk: the view fails with a 500
@@ -42,6 +49,9 @@ for name, path, headers in [
         ("report", f"/upgrade-gate/report/{{job}}/{{run}}", auth),
         ("report_html", f"/upgrade-gate/report/{{job}}/{{run}}/report.html?version={{version}}", auth),
         ("api", "/upgrade-gate/api/reports", auth),
+        ("fleet", f"/upgrade-gate/report/fleet-scan/{{run}}?sort=job&order=asc", auth),
+        ("fleet_filtered", f"/upgrade-gate/report/fleet-scan/{{run}}?verdict=STATE_LOSS", auth),
+        ("fleet_bad_params", f"/upgrade-gate/report/fleet-scan/{{run}}?sort=__class__&order=x&q=%3Cscript%3E", auth),
         ("missing_report", "/upgrade-gate/report/nope/nope", auth),
         ("missing_route", "/upgrade-gate/no/such/page", auth),
         ("server_error", "/upgrade-gate/report/broken-job/run1", auth),
@@ -74,7 +84,8 @@ def test_every_view_response_carries_the_security_headers(stack, tmp_path):
     out = _responses(stack, tmp_path)
     version = out.pop("version")
     assert {k: v["status"] for k, v in out.items()} == {
-        "index": 200, "report": 200, "report_html": 200, "api": 200, "missing_report": 404, "missing_route": 404,
+        "index": 200, "report": 200, "report_html": 200, "api": 200, "fleet": 200, "fleet_filtered": 200,
+        "fleet_bad_params": 200, "missing_report": 404, "missing_route": 404,
         "server_error": 500, "unauthenticated": 401, "bad_token": 403}
     for name, resp in out.items():
         headers = {k.lower(): v for k, v in resp["headers"].items()}
@@ -86,10 +97,18 @@ def test_every_view_response_carries_the_security_headers(stack, tmp_path):
         assert "script-src" not in csp and "'unsafe-eval'" not in str(csp), (name, csp)  # no script, ever
         assert csp.get("img-src") == ["'self'", "data:"] and csp.get("frame-src") == ["'self'"], (name, csp)
 
-    # the pages this policy must still let render: inline style, inline SVG, the report frame
+    # the pages this policy must still let render: inline style, inline SVG, links to the standalone report
     report = out["report"]["body"]
-    assert "<style>" in report and "<svg class='plot'" in report and "&lt;b&gt;x&lt;/b&gt;" in report
-    assert f"/report.html?version={version}'" in report
+    assert "<style>" in report and 'class="bars' in report and 'class="graphs' in report
+    assert "&lt;b&gt;x&lt;/b&gt;" in report and "<b>x</b>" not in report
+    assert "10 B, 10 B at risk" in report and "@media (prefers-color-scheme: dark)" in report
+    assert f"/report.html?version={version}\"" in report
+    # the fleet summary: a table of every job, sorted and filtered by the query parameters, names escaped
+    rows = lambda page: re.findall(r'<tr class="fleet-row[^"]*" data-job="([^"]*)"', page)  # noqa: E731
+    assert rows(out["fleet"]["body"]) == ["&lt;i&gt;evil&lt;/i&gt;", "fraud-scoring", "orders", "payments"]
+    assert rows(out["fleet_filtered"]["body"]) == ["&lt;i&gt;evil&lt;/i&gt;"] and "3.0 MiB" in out["fleet"]["body"]
+    assert '<a href="/upgrade-gate/report/fraud-scoring/' in out["fleet"]["body"]  # its own report, same run
+    assert len(rows(out["fleet_bad_params"]["body"])) == 0 and "<script>" not in out["fleet_bad_params"]["body"]
     assert "core report" in out["report_html"]["body"]
     assert "Traceback" not in out["missing_report"]["body"]
     assert out["server_error"]["body"] == "Internal Server Error"  # the traceback stays in the server log

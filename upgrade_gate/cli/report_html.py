@@ -1,124 +1,381 @@
-"""A single self-contained HTML file a person would forward: verdict first, then the operators,
-the state at risk and its fixes, and inline SVG plots (old vs new key-group ranges per subtask,
-bytes per operator). No JavaScript, no CDN, nothing fetched.
+"""The one renderer of gate reports: Jinja2 templates (autoescaped) shared by the standalone HTML file
+`upgrade-gate check --format html` writes and the Airflow "Upgrade gate" view, so both read alike.
+
+A report is rendered from the check JSON (`CheckResult.to_json()`, the `check` contract of
+docs/design.md) plus, when the caller has them, the new and old stream graphs: with them the two
+job graphs are drawn side by side (chains as groups, edges as lines) and a line runs from the
+operator that wrote each piece of state to the one it restores into, at-risk ones in the verdict's
+colour. Without graphs (a published check.json alone) the savepoint's operators and the new job's
+nodes are drawn without edges. Pages carry no JavaScript and fetch nothing: inline CSS (light and
+dark via `prefers-color-scheme`, or `theme=` forced) and inline SVG only.
 """
 
 from __future__ import annotations
 
-from html import escape
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from upgrade_gate.cli.text_table import human_bytes
 from upgrade_gate.gate.check import CheckResult
 from upgrade_gate.vocabulary import Verdict
 
-_COLORS = {Verdict.SAFE: "#1a7f37", Verdict.STATE_LOSS: "#b35900", Verdict.STATE_MISROUTED: "#8e24aa",
-           Verdict.RESTORE_FAILS: "#c62828"}
+__all__ = ["VERDICT_COLOURS", "colour", "graph_layout", "render_html", "render_page", "render_report"]
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+# One colour per verdict, used by every badge, bar, graph highlight and the fleet table. The fleet's
+# gate words (PASS/BLOCK) and an unchecked job (ERROR) borrow the colour of what they mean.
+VERDICT_COLOURS: dict[str, str] = {Verdict.SAFE: "#2e7d32", Verdict.STATE_LOSS: "#e65100",
+                                   Verdict.STATE_MISROUTED: "#8e24aa", "STATE_CORRUPTED": "#ad1457",
+                                   Verdict.RESTORE_FAILS: "#c62828"}
+_ALIASES = {"PASS": Verdict.SAFE, "BLOCK": Verdict.RESTORE_FAILS}
+UNKNOWN_COLOUR = "#757575"
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{escape('' if v is None else str(v))}</td>" for v in r) + "</tr>"
-                   for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def colour(verdict: Any) -> str:
+    v = str(verdict or "")
+    return VERDICT_COLOURS.get(_ALIASES.get(v, v), UNKNOWN_COLOUR)
 
 
-def _bytes_plot(ops: list[dict[str, Any]]) -> str:
-    ops = [o for o in ops if o["state_bytes"]]
+def meaning(verdict: Any) -> str:
+    try:
+        return Verdict(str(verdict)).meaning
+    except ValueError:
+        return {"PASS": "Every job of the fleet passes the gate.",
+                "BLOCK": "At least one job of the fleet is blocked (or could not be checked).",
+                "ERROR": "The check could not run: see the error below."}.get(str(verdict), "")
+
+
+def _env() -> Environment:
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["j2", "html"]),
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["human_bytes"] = human_bytes
+    env.globals.update(colour=colour, meaning=meaning, verdicts=[v.value for v in Verdict.mildest_first()])
+    return env
+
+
+_ENV = _env()
+
+
+# ---- graphs ------------------------------------------------------------------------------------
+
+def graph_layout(loaded: Any, hasher: str = "v2", flink_version: str | None = None) -> dict[str, Any]:
+    """A stream graph (or a `LoadedGraph`) as plain data for the picture: nodes in Flink's job-vertex
+    order grouped by chain (hashing.job_graph.chains), edges, and each node's operator ids, so the
+    savepoint's state can be attached to the node that wrote it."""
+    from hashing.job_graph import chains
+    from hashing.operator_ids import compute_operator_ids
+
+    graph = getattr(loaded, "graph", loaded)
+    try:
+        ids = compute_operator_ids(graph, hasher, flink_version)
+        op_ids = {n: [p.generated.hex(), *(a.hex() for a in p.alternatives)] for n, p in ids.pairs.items()}
+    except Exception:  # a graph Flink would refuse still gets drawn; the check says why it fails
+        op_ids = {}
+    by_id = graph.by_id
+    rank = _topological_rank(graph)
+    ordered = sorted(chains(graph), key=lambda c: min(rank[m] for m in c[1]))  # sources at the top
+    nodes = []
+    for chain_no, (_head, members) in enumerate(ordered):
+        for node_id in sorted(members, key=rank.__getitem__):  # head first
+            n = by_id[node_id]
+            nodes.append({"id": n.id, "name": n.name, "uid": n.uid, "chain": chain_no,
+                          "operator_ids": op_ids.get(n.id, [])})
+    return {"name": graph.name, "nodes": nodes,
+            "edges": [{"source": e.source, "target": e.target, "partitioner": str(getattr(e.partitioner, "name",
+                                                                                        e.partitioner))}
+                      for e in graph.edges]}
+
+
+def _topological_rank(graph: Any) -> dict[int, int]:
+    """Nodes in data-flow order (Kahn's algorithm, ties by node id), so each column reads top-down."""
+    indegree = {n.id: len(graph.in_edges.get(n.id, [])) for n in graph.nodes}
+    ready = sorted(n for n, d in indegree.items() if d == 0)
+    rank: dict[int, int] = {}
+    while ready:
+        node = ready.pop(0)
+        rank[node] = len(rank)
+        for e in graph.out_edges.get(node, []):
+            indegree[e.target] -= 1
+            if indegree[e.target] == 0:
+                ready.append(e.target)
+                ready.sort()
+    for n in graph.nodes:  # a cycle (Flink refuses it) still gets a place
+        rank.setdefault(n.id, len(rank))
+    return rank
+
+
+_BOX_W, _BOX_H, _GAP, _CHAIN_GAP, _TOP = 230, 26, 6, 14, 34
+_LEFT_X, _RIGHT_X, _WIDTH = 70, 480, 780
+
+
+def _column(nodes: list[dict[str, Any]], x: int) -> tuple[dict[Any, dict[str, Any]], list[dict[str, Any]], int]:
+    """Place boxes top to bottom; a chain's members share a group frame. Returns (boxes by key, chain
+    frames, height)."""
+    boxes: dict[Any, dict[str, Any]] = {}
+    frames: list[dict[str, Any]] = []
+    y = _TOP
+    last_chain: Any = object()
+    frame: dict[str, Any] | None = None
+    for n in nodes:
+        if n.get("chain") != last_chain or n.get("chain") is None:
+            if frame is not None:
+                y += _CHAIN_GAP
+            frame = {"x": x - 5, "y": y - 5, "w": _BOX_W + 10, "h": 0, "members": 0}
+            frames.append(frame)
+            last_chain = n.get("chain")
+        assert frame is not None
+        box = {**n, "x": x, "y": y, "w": _BOX_W, "h": _BOX_H,
+               "label": n["name"] if len(n["name"]) <= 30 else n["name"][:29] + "…"}
+        boxes[n["key"]] = box
+        frame["members"] += 1
+        frame["h"] = y + _BOX_H + 5 - frame["y"]
+        y += _BOX_H + _GAP
+    return boxes, [f for f in frames if f["members"] > 1], y + 10
+
+
+def _curve(a: dict[str, Any], b: dict[str, Any], side: int) -> str:
+    """An edge inside one column, bowed out on the column's outer side (side -1 left, +1 right)."""
+    x = a["x"] if side < 0 else a["x"] + a["w"]
+    ya, yb = a["y"] + a["h"] / 2, b["y"] + b["h"] / 2
+    bow = x + side * (18 + min(60.0, abs(yb - ya) / 4))
+    return f"M{x},{ya:.0f} C{bow:.0f},{ya:.0f} {bow:.0f},{yb:.0f} {x},{yb:.0f}"
+
+
+def _graph_picture(check: dict[str, Any], graphs: dict[str, Any]) -> dict[str, Any] | None:
+    """Two columns of boxes: where state was written (old graph, or the savepoint's operators) and the
+    new job's operators, with a line per stateful operator from writer to receiver."""
+    ops = [o for o in check.get("operators") or [] if o.get("operator_id")]
+    new_g, old_g = graphs.get("new"), graphs.get("old")
+    risk_ops = {x["operator_id"] for x in check.get("losses") or []} | \
+               {m["operator_id"] for m in check.get("misrouted") or []}
+    # the new column: the new graph, else the migration table's nodes (every node of the new graph)
+    if new_g:
+        new_nodes = [{**n, "key": n["id"]} for n in new_g["nodes"]]
+    else:
+        new_nodes = [{"id": m["node_id"], "name": str(m["name"]), "chain": None, "key": m["node_id"],
+                      "operator_ids": [m.get("new_id")]} for m in check.get("migration") or []]
+    if not new_nodes:  # old reports or fleet rows: the receivers named by the operator rows
+        seen: dict[Any, dict[str, Any]] = {}
+        for o in ops:
+            if o.get("new_node_id") is not None:
+                seen.setdefault(o["new_node_id"], {"id": o["new_node_id"], "name": str(o.get("new_node_name")),
+                                                   "chain": None, "key": o["new_node_id"], "operator_ids": []})
+        new_nodes = list(seen.values())
+    # the old column: the old graph's nodes, else one box per operator in the savepoint
+    writer_of: dict[str, Any] = {}
+    if old_g:
+        old_nodes = [{**n, "key": ("old", n["id"])} for n in old_g["nodes"]]
+        for n in old_g["nodes"]:
+            for oid in n.get("operator_ids") or []:
+                writer_of.setdefault(oid, ("old", n["id"]))
+        for m in check.get("misrouted") or []:  # the simulator named the writer: trust it over ids
+            if m.get("writer") and m["writer"].get("node_id") is not None:
+                writer_of[m["operator_id"]] = ("old", m["writer"]["node_id"])
+    else:
+        old_nodes = [{"id": o["operator_id"], "name": str(o.get("name") or o["operator_id"][:8]), "chain": None,
+                      "key": ("sp", o["operator_id"])} for o in ops]
+        writer_of = {o["operator_id"]: ("sp", o["operator_id"]) for o in ops}
+        place = {n["id"]: i for i, n in enumerate(new_nodes)}  # beside their receivers: fewer crossings
+        by_op = {o["operator_id"]: place.get(o.get("new_node_id"), len(place)) for o in ops}
+        old_nodes.sort(key=lambda n: by_op.get(n["id"], len(place)))
+    if not new_nodes and not old_nodes:
+        return None
+    left, left_frames, h1 = _column(old_nodes, _LEFT_X)
+    right, right_frames, h2 = _column(new_nodes, _RIGHT_X)
+    verdict_colour = colour(check.get("verdict"))
+    flows = []
+    for o in ops:
+        src = left.get(writer_of.get(o["operator_id"]))
+        dst = right.get(o.get("new_node_id"))
+        at_risk = o["operator_id"] in risk_ops
+        if src is None or not (o.get("state_bytes") or at_risk):
+            continue
+        src["bytes"] = src.get("bytes", 0) + int(o.get("state_bytes") or 0)
+        if at_risk:
+            src["at_risk"] = True
+        if dst is not None:
+            dst["bytes"] = dst.get("bytes", 0) + int(o.get("state_bytes") or 0)
+            if at_risk:
+                dst["at_risk"] = True
+        y1 = src["y"] + src["h"] / 2
+        if dst is None:  # dropped: the state has nowhere to go
+            src["dropped"] = True
+            continue
+        y2 = dst["y"] + dst["h"] / 2
+        flows.append({"d": f"M{src['x'] + src['w']},{y1:.0f} C{(src['x'] + src['w'] + dst['x']) / 2:.0f},{y1:.0f} "
+                           f"{(src['x'] + src['w'] + dst['x']) / 2:.0f},{y2:.0f} {dst['x']},{y2:.0f}",
+                      "at_risk": at_risk, "title": f"{o.get('name')} -> {o.get('new_node_name')}: "
+                                                   f"{human_bytes(o.get('state_bytes'))}"})
+    for m in check.get("misrouted") or []:  # where the misrouted state should have gone instead
+        src = left.get(writer_of.get(m["operator_id"]))
+        dst = right.get((m.get("counterpart") or {}).get("node_id"))
+        if src is not None and dst is not None:
+            y1, y2 = src["y"] + src["h"] / 2, dst["y"] + dst["h"] / 2
+            mid = (src["x"] + src["w"] + dst["x"]) / 2
+            flows.append({"d": f"M{src['x'] + src['w']},{y1:.0f} C{mid:.0f},{y1:.0f} {mid:.0f},{y2:.0f} "
+                               f"{dst['x']},{y2:.0f}", "at_risk": False, "should": True,
+                          "title": f"should go to {dst['name']}"})
+    edges = []
+    for g, boxes, side, prefix in ((old_g, left, -1, "old"), (new_g, right, 1, None)):
+        for e in (g or {}).get("edges") or []:
+            a = boxes.get((prefix, e["source"]) if prefix else e["source"])
+            b = boxes.get((prefix, e["target"]) if prefix else e["target"])
+            if a is not None and b is not None:
+                edges.append({"d": _curve(a, b, side), "title": f"{a['name']} -> {b['name']} ({e['partitioner']})"})
+    return {"width": _WIDTH, "height": max(h1, h2), "left": list(left.values()), "right": list(right.values()),
+            "left_frames": left_frames, "right_frames": right_frames, "flows": flows, "edges": edges,
+            "colour": verdict_colour, "left_title": (f"old job: {old_g['name']}" if old_g else "savepoint"),
+            "right_title": f"new job: {new_g['name'] if new_g else check.get('graph') or ''}",
+            "left_x": _LEFT_X, "right_x": _RIGHT_X, "box_w": _BOX_W, "has_old_graph": bool(old_g)}
+
+
+# ---- the other pictures ------------------------------------------------------------------------
+
+def _bars(ops: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """State per operator, the lost part in the verdict colour; labels are outside the bars and the
+    canvas is wide enough for the longest label (nothing clipped)."""
+    ops = [o for o in ops if int(o.get("state_bytes") or 0) > 0]
     if not ops:
-        return "<p>No operator holds state.</p>"
-    top = max(o["state_bytes"] for o in ops)
-    w, bar_h, label_w = 720, 18, 260
-    parts = []
+        return None
+    top = max(int(o["state_bytes"]) for o in ops)
+    label_w, bar_w, row = 250, 380, 24
+    rows = []
     for i, o in enumerate(ops):
-        y = i * (bar_h + 6)
-        kept = (o["state_bytes"] - o["lost_bytes"]) * (w - label_w - 80) / top
-        lost = o["lost_bytes"] * (w - label_w - 80) / top
-        label = escape(f"{o['name'] or o['operator_id'][:8]}")
-        note = f" ({human_bytes(o['lost_bytes'])} lost)" if o["lost_bytes"] else ""
-        parts.append(f'<text x="0" y="{y + 13}" font-size="12">{label}</text>'
-                     f'<rect x="{label_w}" y="{y}" width="{kept:.1f}" height="{bar_h}" fill="#4a7bd0"/>'
-                     f'<rect x="{label_w + kept:.1f}" y="{y}" width="{lost:.1f}" height="{bar_h}" fill="#c62828"/>'
-                     f'<text x="{label_w + kept + lost + 4:.1f}" y="{y + 13}" font-size="11">'
-                     f'{human_bytes(o["state_bytes"])}{note}</text>')
-    h = len(ops) * (bar_h + 6)
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
-            f'aria-label="bytes per operator">{"".join(parts)}</svg>')
+        total, lost = int(o["state_bytes"]), min(int(o.get("lost_bytes") or 0), int(o["state_bytes"]))
+        name = str(o.get("name") or o["operator_id"][:8])
+        note = f"{human_bytes(total)}" + (f", {human_bytes(lost)} at risk" if lost else "")
+        rows.append({"y": i * row, "name": name if len(name) <= 34 else name[:33] + "…", "full": name,
+                     "kept": bar_w * (total - lost) / top, "lost": bar_w * lost / top, "note": note})
+    return {"rows": rows, "label_w": label_w, "width": label_w + bar_w + 190, "height": len(ops) * row + 4}
 
 
-def _key_group_plot(o: dict[str, Any]) -> str:
-    r = o["rescale"]
-    maxp = r["max_parallelism"]
-    w, row_h, label_w = 720, 16, 90
-    scale = (w - label_w - 10) / maxp
-    old_ranges: dict[int, tuple[int, int]] = {}
-    for s in r["subtasks"]:
-        for p in s["keyed_from"]:
-            a, b = p["key_groups"]
-            lo, hi = old_ranges.get(p["old_subtask"], (a, b))
-            old_ranges[p["old_subtask"]] = (min(lo, a), max(hi, b))
-    parts, y = [], 0
-    for title, rows in (("old", sorted(old_ranges.items())), ("new", [(s["index"], tuple(s["key_groups"]))
-                                                                      for s in r["subtasks"]])):
-        for idx, (a, b) in rows:
-            fill = "#9e9e9e" if title == "old" else "#4a7bd0"
-            parts.append(f'<text x="0" y="{y + 12}" font-size="11">{title} #{idx}</text>'
-                         f'<rect x="{label_w + a * scale:.1f}" y="{y}" width="{max(1.0, (b - a + 1) * scale):.1f}" '
-                         f'height="{row_h - 3}" fill="{fill}"><title>{title} subtask {idx}: key groups {a}..{b}'
-                         f'</title></rect>')
-            y += row_h
-        y += 6
-    return (f'<figure><figcaption>{escape(o["name"] or o["operator_id"])}: key groups 0..{maxp - 1}, '
-            f'{r["old_parallelism"]} -> {r["new_parallelism"]} subtasks</figcaption>'
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{y}" role="img">{"".join(parts)}</svg>'
-            f'</figure>')
+def _rescales(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Operators whose parallelism or max parallelism changes: per-subtask key groups and bytes."""
+    out = []
+    for o in ops:
+        r = o.get("rescale")
+        if not r or not r.get("subtasks"):
+            continue
+        if r.get("old_parallelism") == r.get("new_parallelism") and \
+                r.get("old_max_parallelism") == r.get("max_parallelism"):
+            continue
+        if not any(s.get("bytes") for s in r["subtasks"]):  # stateless: nothing to redistribute
+            continue
+        maxp = int(r["max_parallelism"])
+        old_ranges: dict[int, list[int]] = {}
+        for s in r["subtasks"]:
+            for p in s.get("keyed_from") or []:
+                a, b = p["key_groups"]
+                lo, hi = old_ranges.get(p["old_subtask"], [a, b])
+                old_ranges[p["old_subtask"]] = [min(lo, a), max(hi, b)]
+        scale = 560 / max(1, maxp)
+        bars, y = [], 0
+        for title, rows in (("old", sorted(old_ranges.items())),
+                            ("new", [(s["index"], s["key_groups"]) for s in r["subtasks"]])):
+            for idx, (a, b) in rows:
+                bars.append({"y": y, "label": f"{title} #{idx}", "x": 80 + a * scale,
+                             "w": max(1.0, (b - a + 1) * scale), "old": title == "old", "a": a, "b": b})
+                y += 16
+            y += 6
+        subtasks = [{"index": s["index"], "key_groups": s["key_groups"], "bytes": s.get("bytes"),
+                     "from": sorted({p["old_subtask"] for p in s.get("keyed_from") or []}
+                                    | {i for e in (s.get("operator_state") or {}).values() for i in e["from"]})}
+                    for s in r["subtasks"]]
+        out.append({"name": o.get("name") or o["operator_id"], "rescale": r, "subtasks": subtasks,
+                    "bars": bars if old_ranges else [], "height": y, "maxp": maxp})
+    return out
 
 
-def render_html(res: CheckResult) -> str:
-    color = _COLORS.get(res.verdict, "#333")
-    summary = Verdict(res.verdict).meaning
-    out = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{escape(res.verdict)}: "
-           f"{escape(res.graph_name)} restore check</title><style>body{{font-family:sans-serif;margin:2em;"
-           f"max-width:1100px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;"
-           f"padding:3px 6px;text-align:left}}.verdict{{font-size:2em;font-weight:bold;color:{color}}}"
-           f"code{{background:#f4f4f4}}</style></head><body>",
-           f"<div class='verdict' id='verdict'>{escape(res.verdict)}</div><p>{escape(summary)}</p>"]
-    if res.flink_error:
-        out.append(f"<p><b>Flink would fail with:</b> <code>{escape(res.flink_error)}</code></p>")
-    if res.verdict_with_remedies:
-        out.append(f"<p><b>With the remedies below applied:</b> {escape(res.verdict_with_remedies)}</p>")
-    out.append(f"<p>Savepoint <code>{escape(res.savepoint)}</code> into job <code>{escape(res.graph_name)}</code> "
-               f"(hasher {escape(res.hasher)}, matching {escape(res.matching)}, Flink {escape(res.flink_version)})</p>")
-    out.append("<h2>Operators</h2>" + _table(
-        ["operator id", "name", "matched by", "restores into", "state", "lost", "state names"],
-        [[o["operator_id"], o["name"], o["matched_by"], o["new_node_name"], human_bytes(o["state_bytes"]),
-          human_bytes(o["lost_bytes"]),
-          ", ".join(o["state_names"])] for o in res.operators]))
-    if res.misrouted:
-        out.append("<h2>Misrouted state</h2>" + _table(
-            ["operator id", "written by", "restored into", "should go to", "state", "evidence"],
-            [[m["operator_id"], (m["writer"] or {}).get("name"), m["receiver"]["name"],
-              (m["counterpart"] or {}).get("name"), ", ".join(m["state_names"]), " | ".join(m["evidence"])]
-             for m in res.misrouted]))
-    if res.losses:
-        out.append("<h2>State at risk</h2>" + _table(
-            ["operator id", "name", "size", "state", "why"],
-            [[x["operator_id"], x["name"], human_bytes(x["bytes"]), ", ".join(x["state_names"]), x["reason"]]
-             for x in res.losses]))
-    if res.remedies:
-        out.append("<h2>Remedies</h2>" + _table(
-            ["for state", "on node", "do", "found by", "why"],
-            [[x["operator_id"], x["node_name"], x["action"] or "(no counterpart)", x["matched_by"], x["reason"]]
-             for x in res.remedies]))
-    for w in res.warnings:
-        out.append(f"<p><b>Warning:</b> {escape(w)}</p>")
-    out.append("<h2>Bytes per operator</h2>" + _bytes_plot(list(res.operators)))
-    keyed = [o for o in res.operators if o["rescale"] and any(s["keyed_from"] for s in o["rescale"]["subtasks"])]
-    if keyed:
-        out.append("<h2>Key groups per subtask (old vs new)</h2>" + "".join(_key_group_plot(o) for o in keyed))
-    out.append("<h2>Operator ids (migration table)</h2>" + _table(
-        ["node", "name", "uid", "new id", "alternative ids", "V2 id", "savepoint id", "matched by"],
-        [[m["node_id"], m["name"], m["uid"], m["new_id"], " ".join(m["alternative_ids"]), m["v2_id"],
-          m["savepoint_id"], m["matched_by"]] for m in res.migration]))
-    out.append("</body></html>\n")
-    return "".join(out)
+def _remedies(check: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each remedy as the line to paste into the job (`.uid("x")` on the named operator)."""
+    out = []
+    for r in check.get("remedies") or []:
+        if isinstance(r, str):
+            out.append({"node_name": None, "code": r, "reason": ""})
+            continue
+        action = r.get("action")
+        code = f'// on operator "{r.get("node_name")}"\n.{action}' if action else None
+        out.append({**r, "code": code})
+    return out
+
+
+def report_context(check: dict[str, Any], graphs: dict[str, Any] | None = None) -> dict[str, Any]:
+    ops = list(check.get("operators") or [])
+    risk = {x["operator_id"] for x in check.get("losses") or []} | \
+           {m["operator_id"] for m in check.get("misrouted") or []}
+    total = sum(int(o.get("state_bytes") or 0) for o in ops) or int(check.get("state_bytes") or 0)
+    # a misrouted operator is usually also a loss (the receiver ignores it): count its bytes once
+    by_op: dict[str, int] = {}
+    for x in [*(check.get("losses") or []), *(check.get("misrouted") or [])]:
+        by_op[x["operator_id"]] = max(by_op.get(x["operator_id"], 0), int(x.get("bytes") or 0))
+    at_risk = sum(by_op.values())
+    return {"check": check, "verdict": str(check.get("verdict")), "operators": ops, "risk": risk,
+            "state_total": total, "bytes_at_risk": at_risk or int(check.get("lost_bytes") or 0),
+            "picture": _graph_picture(check, graphs or {}), "bars": _bars(ops), "rescales": _rescales(ops),
+            "remedies": _remedies(check)}
+
+
+def render_page(template: str, **context: Any) -> str:
+    """Any report template with the shared layout; `nav` (the view's links) and `theme` are optional."""
+    context.setdefault("nav", None)
+    context.setdefault("theme", None)
+    return _ENV.get_template(template).render(**context)
+
+
+def render_report(check: dict[str, Any], graphs: dict[str, Any] | None = None, **page: Any) -> str:
+    """One check (its JSON) as a page: the standalone file, or the view's page with `nav`."""
+    return render_page("report.html.j2", **report_context(check, graphs), **page)
+
+
+def render_html(res: CheckResult | dict[str, Any], new_graph: Any = None, old_graph: Any = None) -> str:
+    """The standalone report of a check; pass the graphs (StreamGraph or LoadedGraph) to draw them."""
+    check = res.to_json() if isinstance(res, CheckResult) else res
+    hasher, version = str(check.get("hasher") or "v2"), check.get("flink_version") or None
+    graphs = {"new": graph_layout(new_graph, hasher, version) if new_graph is not None else None,
+              "old": graph_layout(old_graph, hasher, version) if old_graph is not None else None}
+    return render_report(check, graphs)
+
+
+def fleet_rows(rows: Iterable[dict[str, Any]], *, sort: str = "severity", order: str = "desc",
+               verdict: str | None = None, q: str | None = None) -> list[dict[str, Any]]:
+    """The fleet summary's rows, filtered (verdict, a substring of the job name) and sorted: what the
+    view's query parameters ask for."""
+    out = [r for r in rows if (not verdict or str(r.get("verdict")) == verdict)
+           and (not q or q.lower() in str(r.get("job", "")).lower())]
+
+    def key(r: dict[str, Any]) -> Any:
+        if sort == "job":
+            return str(r.get("job", "")).lower()
+        if sort in ("bytes_at_risk", "state_bytes"):
+            return int(r.get(sort) or 0)
+        try:
+            sev = Verdict(str(r.get("verdict"))).severity
+        except ValueError:
+            sev = 9  # unchecked jobs first: nobody knows what they would lose
+        return (sev, int(r.get("bytes_at_risk") or 0))
+
+    return sorted(out, key=key, reverse=order != "asc")
+
+
+def render_fleet(summary: dict[str, Any], rows: list[dict[str, Any]], *, links: dict[str, str] | None = None,
+                 sort: str = "severity", order: str = "desc", verdict: str | None = None, q: str | None = None,
+                 base_url: str | None = None, **page: Any) -> str:
+    """The fleet summary table (job x verdict x bytes at risk). `base_url` (the view) turns the headers
+    and verdict chips into sort/filter links; the standalone file lists the rows worst first."""
+    shown = fleet_rows(rows, sort=sort, order=order, verdict=verdict, q=q)
+    current = {"sort": sort, "order": order, "verdict": verdict, "q": q}
+
+    def q_url(**changes: Any) -> str:
+        """This page's URL with some parameters changed (None drops one), keys in a stable order."""
+        args = {k: v for k, v in sorted({**current, **changes}.items()) if v not in (None, "")}
+        return f"{base_url}?{urlencode(args)}"
+
+    return render_page("fleet.html.j2", summary=summary, rows=shown, total=len(rows), links=links or {},
+                       sort=sort, order=order, verdict_filter=verdict, q=q, base_url=base_url, q_url=q_url,
+                       gate=str(summary.get("gate") or "BLOCK"), **page)
+

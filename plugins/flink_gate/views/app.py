@@ -1,10 +1,12 @@
 """The "Upgrade gate" view: a FastAPI app the Airflow API server mounts at `/upgrade-gate`.
 
 `/upgrade-gate/` lists the published reports by job and run (newest first, verdict colour-coded);
-`/upgrade-gate/report/{job}/{run}` shows one: the verdict, Flink's error if the restore would
-fail, the operator table (which id each operator's state lives under after the upgrade, bytes
-kept and lost), a bar plot of state per operator, the remedies, and the core's full HTML report
-(`.../report.html`). Server-rendered HTML with inline SVG: no build step, no JavaScript bundle.
+`/upgrade-gate/report/{job}/{run}` shows one through the core's report templates
+(`upgrade_gate.cli.report_html`, the same ones `upgrade-gate check --format html` uses), so the
+page and the standalone file read alike; a fleet scan's report is its summary table (job x verdict
+x bytes at risk), sorted and filtered by query parameters (`sort`, `order`, `verdict`, `q`).
+`theme=light|dark` forces a theme; otherwise the page follows the browser's colour scheme, as the
+Airflow UI does. Server-rendered HTML with inline SVG: no build step, no JavaScript at all.
 Every route requires an authenticated Airflow user, and every response (errors included) carries
 `SECURITY_HEADERS`: reports quote job, operator and state names that users chose, so the pages
 run no script at all and may be framed only by the Airflow UI on the same origin.
@@ -12,7 +14,6 @@ run no script at all and may be framed only by the Airflow UI on the same origin
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 from typing import Any
@@ -21,18 +22,12 @@ from airflow.api_fastapi.core_api.security import requires_authenticated
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
-from flink_gate.alerts import operators_at_risk
-from flink_gate.reports import ReportEntry, ReportStore
+from flink_gate.reports import ReportEntry, ReportStore, safe_name
+from upgrade_gate.cli.report_html import render_fleet, render_page, render_report
 
 URL_PREFIX = "/upgrade-gate"
-RISK_STYLE = ' class="at-risk" style="background:#ffebee"'
-COLOURS = {"SAFE": "#2e7d32", "STATE_LOSS": "#e65100", "STATE_MISROUTED": "#8e24aa", "RESTORE_FAILS": "#b71c1c"}
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222}
-table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}
-th{background:#f3f3f3}.verdict{color:#fff;padding:.15rem .5rem;border-radius:4px;font-weight:600}
-code{font-size:.9em}.muted{color:#777}iframe{width:100%;height:60vh;border:1px solid #ccc}
-"""
+FLEET_REPORT_JOB = "fleet-scan"  # the pseudo-job flink_gate.fleet publishes the fleet summary under
+SORT_KEYS = ("severity", "job", "bytes_at_risk", "state_bytes")
 
 # What the pages need and nothing more: inline <style> and style attributes (ours and the core's
 # report), inline SVG, data: images, the report frame from this origin; no script, no plugin,
@@ -71,15 +66,20 @@ async def server_error(request: Request, exc: Exception) -> Response:
     return PlainTextResponse("Internal Server Error", status_code=500, headers=SECURITY_HEADERS)
 
 
-def _badge(verdict: str) -> str:
-    colour = COLOURS.get(verdict, "#555")
-    return f'<span class="verdict" data-verdict="{html.escape(verdict)}" style="background:{colour}">' \
-           f"{html.escape(verdict)}</span>"
+def _html(text: str) -> HTMLResponse:
+    return HTMLResponse(text)
 
 
-def _page(title: str, body: str) -> HTMLResponse:
-    return HTMLResponse(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-                        f"<style>{STYLE}</style></head><body>{body}</body></html>")
+def _theme(theme: str | None) -> str | None:
+    return theme if theme in ("light", "dark") else None
+
+
+def _nav(job: str | None = None, run: str | None = None, version: str | None = None) -> list[tuple[str, str]]:
+    nav = [("← all reports", f"{URL_PREFIX}/")]
+    if job and run:
+        nav.append(("standalone report", f"{URL_PREFIX}/report/{job}/{run}/report.html?version={version or ''}"))
+        nav.append(("JSON", f"{URL_PREFIX}/api/report/{job}/{run}"))
+    return nav
 
 
 def _store() -> ReportStore:
@@ -87,25 +87,14 @@ def _store() -> ReportStore:
 
 
 @app.get("/", response_class=HTMLResponse)
-def index() -> HTMLResponse:
-    entries = _store().entries()
-    if not entries:
-        return _page("Upgrade gate reports", "<h1>Upgrade gate reports</h1><p>No reports yet: trigger "
-                     "<code>flink_upgrade_gate</code> or wait for <code>flink_fleet_scan</code>.</p>")
-    by_job: dict[str, list[ReportEntry]] = {}
-    for e in entries:
-        by_job.setdefault(e.job, []).append(e)
-    parts = ["<h1>Upgrade gate reports</h1>"]
-    for job, runs in sorted(by_job.items()):
-        rows = "".join(
-            f"<tr><td><a href='{URL_PREFIX}/report/{html.escape(e.job)}/{html.escape(e.run)}'>"
-            f"{html.escape(str(e.meta.get('run_id', e.run)))}</a></td><td>{_badge(e.verdict)}</td>"
-            f"<td>{html.escape(str(e.meta.get('dag_id', '')))}</td>"
-            f"<td>{html.escape(str(e.meta.get('published_at', '')))}</td>"
-            f"<td><code>{html.escape(str(e.meta.get('savepoint', '')))}</code></td></tr>" for e in runs)
-        parts.append(f"<h2 class='job'>{html.escape(job)}</h2><table><tr><th>run</th><th>verdict</th>"
-                     f"<th>DAG</th><th>published</th><th>savepoint</th></tr>{rows}</table>")
-    return _page("Upgrade gate reports", "".join(parts))
+def index(theme: str | None = None) -> HTMLResponse:
+    by_job: dict[str, list[dict[str, Any]]] = {}
+    for e in _store().entries():
+        by_job.setdefault(e.job, []).append({
+            "href": f"{URL_PREFIX}/report/{e.job}/{e.run}", "run_id": str(e.meta.get("run_id", e.run)),
+            "verdict": e.verdict, "dag_id": str(e.meta.get("dag_id", "")),
+            "published_at": str(e.meta.get("published_at", "")), "savepoint": str(e.meta.get("savepoint", ""))})
+    return _html(render_page("index.html.j2", jobs=sorted(by_job.items()), theme=_theme(theme)))
 
 
 def _entry(job: str, run: str, version: str | None = None) -> ReportEntry:
@@ -115,78 +104,31 @@ def _entry(job: str, run: str, version: str | None = None) -> ReportEntry:
     return entry
 
 
-def _bar_plot(operators: list[dict[str, Any]]) -> str:
-    """Horizontal bars: state bytes per operator, the part at risk in red."""
-    ops = [o for o in operators if int(o.get("state_bytes") or 0) > 0] or operators
-    if not ops:
-        return ""
-    top = max(int(o.get("state_bytes") or 0) for o in ops) or 1
-    row_h, label_w, bar_w = 22, 260, 420
-    bars = []
-    for i, o in enumerate(ops):
-        total = int(o.get("state_bytes") or 0)
-        lost = min(int(o.get("lost_bytes") or 0), total)
-        y = i * row_h
-        w_total = bar_w * total / top
-        w_lost = bar_w * lost / top
-        bars.append(
-            f"<text x='0' y='{y + 15}' font-size='12'>{html.escape(str(o.get('name') or o.get('operator_id')))[:40]}"
-            f"</text><rect x='{label_w}' y='{y + 4}' width='{w_total:.1f}' height='14' fill='#90caf9'/>"
-            f"<rect x='{label_w}' y='{y + 4}' width='{w_lost:.1f}' height='14' fill='#e53935'/>"
-            f"<text x='{label_w + w_total + 4:.1f}' y='{y + 15}' font-size='11'>{total} B"
-            f"{f' ({lost} B lost)' if lost else ''}</text>")
-    height = row_h * len(ops) + 4
-    return (f"<h3>State per operator</h3><svg class='plot' width='{label_w + bar_w + 160}' height='{height}' "
-            f"xmlns='http://www.w3.org/2000/svg'>{''.join(bars)}</svg>"
-            "<p class='muted'>blue: state bytes in the savepoint; red: bytes the upgrade would drop</p>")
-
-
-def _rescale_summary(rescale: dict[str, Any] | None) -> str:
-    """'2 → 4 (max 128)': the restore's parallelism change; the per-subtask detail is in the full report."""
-    if not rescale:
-        return ""
-    old_max, new_max = rescale.get("old_max_parallelism"), rescale.get("max_parallelism")
-    maxp = f"max {old_max}" if old_max == new_max else f"max {old_max} → {new_max}"
-    return f"{rescale.get('old_parallelism')} → {rescale.get('new_parallelism')} ({maxp})"
+def _fleet_page(entry: ReportEntry, check: dict[str, Any], *, sort: str, order: str, verdict: str | None,
+                q: str | None, theme: str | None) -> HTMLResponse:
+    """The fleet summary: every job of the scan, each linked to its own report of the same run."""
+    rows = list(check.get("jobs") or [])
+    links = {}
+    for r in rows:
+        job = str(r.get("job", ""))
+        if _store().get(safe_name(job), entry.run) is not None:
+            links[job] = f"{URL_PREFIX}/report/{safe_name(job)}/{entry.run}"
+    return _html(render_fleet(
+        check.get("summary") or {}, rows, links=links, sort=sort if sort in SORT_KEYS else "severity",
+        order="asc" if order == "asc" else "desc", verdict=verdict or None, q=(q or "")[:100] or None,
+        base_url=f"{URL_PREFIX}/report/{entry.job}/{entry.run}", nav=_nav(entry.job, entry.run, entry.version),
+        theme=_theme(theme)))
 
 
 @app.get("/report/{job}/{run}", response_class=HTMLResponse)
-def report(job: str, run: str) -> HTMLResponse:
+def report(job: str, run: str, sort: str = "severity", order: str = "desc", verdict: str | None = None,
+           q: str | None = None, theme: str | None = None) -> HTMLResponse:
     entry = _entry(job, run)
     check = json.loads((entry.path / "check.json").read_text())
-    meta = entry.meta
-    ops = check.get("operators", [])
-    risk = {o.operator_id for o in operators_at_risk(check)}
-    rows = "".join(
-        f"<tr{RISK_STYLE if o.get('operator_id') in risk else ''}>"
-        f"<td>{html.escape(str(o.get('name')))}</td><td><code>{html.escape(str(o.get('operator_id')))}</code></td>"
-        f"<td>{html.escape(str(o.get('matched_by')))}</td><td>{html.escape(str(o.get('new_node_id')))}</td>"
-        f"<td>{o.get('state_bytes')}</td><td>{o.get('lost_bytes')}</td>"
-        f"<td>{html.escape(', '.join(o.get('state_names') or []))}</td>"
-        f"<td>{html.escape(_rescale_summary(o.get('rescale')))}</td></tr>"
-        for o in ops)
-    err = (f"<p><b>Flink would say:</b> <code>{html.escape(str(check['flink_error']))}</code></p>"
-           if check.get("flink_error") else "")
-    remedies = "".join(f"<li>{html.escape(r if isinstance(r, str) else json.dumps(r))}</li>"
-                       for r in check.get("remedies", []))
-    body = (
-        f"<p><a href='{URL_PREFIX}/'>&larr; all reports</a></p>"
-        f"<h1>{html.escape(str(meta.get('job', job)))} {_badge(str(check.get('verdict')))}</h1>"
-        f"<p>DAG <code>{html.escape(str(meta.get('dag_id', '')))}</code>, run "
-        f"<code>{html.escape(str(meta.get('run_id', run)))}</code>; savepoint "
-        f"<code>{html.escape(str(meta.get('savepoint', '')))}</code>; new graph "
-        f"<code>{html.escape(str(meta.get('graph', '')))}</code>; hasher {html.escape(str(meta.get('hasher', '')))}"
-        f", matching {html.escape(str(meta.get('matching', '')))}, allowNonRestoredState "
-        f"{html.escape(str(meta.get('allow_non_restored_state', '')))}</p>{err}"
-        f"<h3>Operators in the savepoint</h3><table id='operators'><tr><th>operator</th><th>id</th>"
-        f"<th>matched by</th><th>new node</th><th>state bytes</th><th>lost bytes</th><th>states</th>"
-        f"<th>parallelism (max)</th></tr>"
-        f"{rows}</table>{_bar_plot(ops)}"
-        + (f"<h3>Remedies</h3><ul>{remedies}</ul>" if remedies else "")
-        # the frame asks for this page's version: a retry publishing meanwhile cannot mix two reports
-        + f"<h3>Full report</h3><iframe src='{URL_PREFIX}/report/{html.escape(job)}/{html.escape(run)}/report.html"
-        f"?version={html.escape(entry.version)}'></iframe>")
-    return _page(f"{job}: {check.get('verdict')}", body)
+    if job == FLEET_REPORT_JOB or "summary" in check:
+        return _fleet_page(entry, check, sort=sort, order=order, verdict=verdict, q=q, theme=theme)
+    return _html(render_report(check, check.get("graphs"), meta={**entry.meta, "run_id": entry.meta.get("run_id", run)},
+                               nav=_nav(job, run, entry.version), theme=_theme(theme)))
 
 
 @app.get("/report/{job}/{run}/report.html", response_class=HTMLResponse)

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         text = json.dumps(res.to_json(), indent=2) + "\n"
     elif args.format == "html":
         from upgrade_gate.cli.report_html import render_html
-        text = render_html(res)
+        text = render_html(res, new_graph=graph, old_graph=old)
     else:
         text = render_table(res)
     if args.output:

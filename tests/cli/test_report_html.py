@@ -1,0 +1,176 @@
+"""The HTML reports read as a person needs them: the verdict sentence first, human bytes, operator
+names (never bare node numbers), remedies as code to paste, the old and new job drawn side by side
+with the operators at risk marked, a fleet table with every job, both colour themes, and nothing
+a browser would run or fetch. Rendered from real checks of the committed Flink 2.3 savepoints."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from hashing.readers import parse_graph
+from upgrade_gate.cli.report_html import UNKNOWN_COLOUR, colour, fleet_rows, render_fleet, render_html, render_report
+from upgrade_gate.cli.text_table import human_bytes
+from upgrade_gate.gate.check import check_upgrade
+from upgrade_gate.vocabulary import Verdict
+
+R23 = Path(__file__).resolve().parents[1] / "fixtures" / "restores" / "2.3.0"
+MOVED = R23 / "map-inserted-before-uidless-keyed"
+
+
+def _graph(path: Path):
+    return parse_graph(json.loads(path.read_text()), origin=str(path))
+
+
+def _text(fragment: str) -> str:
+    """What a reader sees: tags dropped, entities decoded, whitespace collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
+
+
+def _boxes(page: str, side: str) -> list[tuple[str, bool]]:
+    """(operator name, marked at risk) of every box in one column of the graph picture."""
+    return [(html.unescape(name), "at-risk" in cls)
+            for cls, name in re.findall(rf'<g class="(op[^"]*)" data-side="{side}" data-name="([^"]*)"', page)]
+
+
+@pytest.fixture(scope="module")
+def moved():
+    """An uid-less keyed operator 'moved': a map inserted before it takes its id by position."""
+    new, old = _graph(MOVED / "graph-b.json"), _graph(MOVED / "graph-a.json")
+    res = check_upgrade(str(R23 / "savepoints" / "uids-but-keyed-p2"), new, old_graph=old)
+    assert res.verdict is Verdict.STATE_MISROUTED
+    return res, new, old, render_html(res, new_graph=new, old_graph=old)
+
+
+def test_verdict_sentence_and_human_bytes_come_first(moved) -> None:
+    _, _, _, page = moved
+    body = page.split("<body", 1)[1].split(">", 1)[1]
+    first = _text(body[:body.index("</p>")])
+    assert first.startswith("STATE_MISROUTED " + Verdict.STATE_MISROUTED.meaning)
+    assert "4.8 KiB of state at risk (of 7.5 KiB)" in first  # 4866 bytes, counted once
+    assert "4866 B" not in page and re.search(r">\s*4866\s*<", page) is None
+
+
+def test_names_not_node_numbers(moved) -> None:
+    _, _, _, page = moved
+    ops = page[page.index('<table id="operators">'):]
+    ops = ops[:ops.index("</table>")]
+    row = next(r for r in ops.split("<tr") if "3a434c34ffe2fe820735436a4ca97107" in r)
+    assert _text("<tr" + row).startswith("keyed inserted generated 4.8 KiB 4.8 KiB keyed")
+    # a node number appears only beside its name (in the simulator's evidence sentence)
+    assert "new node" not in page and page.count("node 830") == page.count("&#39;inserted&#39; (node 830)")
+
+
+def test_remedies_are_code_to_paste(moved) -> None:
+    _, _, _, page = moved
+    blocks = [html.unescape(b) for b in re.findall(r'<pre class="remedy[^"]*"><code>(.*?)</code></pre>', page, re.S)]
+    assert blocks == ['// on operator "keyed"\n.setUidHash("3a434c34ffe2fe820735436a4ca97107")',
+                      '// on operator "inserted"\n.uid("inserted")']
+    assert '{"operator_id"' not in page  # no raw JSON anywhere
+
+
+def test_old_and_new_graph_side_by_side_with_the_moved_state_marked(moved) -> None:
+    _, new, old, page = moved
+    left, right = _boxes(page, "old"), _boxes(page, "new")
+    assert sorted(n for n, _ in left) == sorted(n.name for n in old.graph.nodes)  # one box per operator
+    assert sorted(n for n, _ in right) == sorted(n.name for n in new.graph.nodes)
+    assert [n for n, risk in left if risk] == ["keyed"]  # the writer...
+    assert [n for n, risk in right if risk] == ["inserted"]  # ...and where its state would land
+    picture = page[page.index('<svg xmlns="http://www.w3.org/2000/svg" class="graphs'):]
+    picture = picture[:picture.index("</svg>")]
+    assert picture.count('class="edge"') == len(old.graph.edges) + len(new.graph.edges)
+    assert picture.count('class="flow at-risk"') == 1 and picture.count('class="flow should"') == 1
+    assert picture.count('class="frame"') >= 2  # chains drawn as groups
+
+
+def test_from_check_json_alone_the_view_still_draws_both_columns(moved) -> None:
+    """The view has only the published check.json: savepoint operators left, new job's nodes right."""
+    res, new, _, _ = moved
+    page = render_report(json.loads(json.dumps(res.to_json())), meta={"dag_id": "d", "run_id": "r"},
+                         nav=[("all", "/x/")])
+    left, right = _boxes(page, "old"), _boxes(page, "new")
+    assert len(left) == len(res.operators) and len(right) == len(new.graph.nodes)
+    assert ("keyed", True) in left and ("inserted", True) in right
+    assert '<a href="/x/">all</a>' in page and "<code>d</code>" in page
+
+
+def test_rescale_shows_bytes_per_subtask() -> None:
+    res = check_upgrade(str(R23 / "savepoints" / "uids-p2"), _graph(R23 / "rescale-up" / "graph-b.json"))
+    page = render_html(res)
+    assert res.verdict is Verdict.SAFE and "2 → 3 subtasks" in page
+    keyed = page[page.index("<h3>keyed: 2 → 3 subtasks"):]
+    keyed = keyed[:keyed.index("</table>")]
+    subtasks = next(o for o in res.operators if o["name"] == "keyed")["rescale"]["subtasks"]
+    assert sum(s["bytes"] for s in subtasks) > 0
+    assert [_text(r) for r in re.findall(r"<tr>(.*?)</tr>", keyed, re.S)][1:] == [
+        f"#{s['index']} {s['key_groups'][0]}..{s['key_groups'][1]} "
+        f"{', '.join(str(i) for i in sorted({p['old_subtask'] for p in s['keyed_from']}))} {human_bytes(s['bytes'])}"
+        for s in subtasks]
+
+
+def test_hostile_names_are_text_and_nothing_runs_or_is_fetched() -> None:
+    check = {"verdict": "STATE_LOSS", "graph": "<script>alert(1)</script>", "savepoint": "s3://b/<img src=x>",
+             "operators": [{"operator_id": "ab" * 16, "name": "<b onclick=x>op</b>", "state_bytes": 2048,
+                            "lost_bytes": 2048, "state_names": ["<i>s</i>"], "new_node_id": None}],
+             "losses": [{"operator_id": "ab" * 16, "name": "<b onclick=x>op</b>", "bytes": 2048,
+                         "state_names": ["<i>s</i>"], "reason": "<u>gone</u>"}],
+             "remedies": [{"operator_id": "ab" * 16, "node_name": "<em>n</em>", "action": 'uid("</code>")',
+                           "matched_by": "name", "reason": "r"}]}
+    page = render_report(check)
+    assert "<script" not in page and "<b onclick" not in page and "<img" not in page and "<em>" not in page
+    assert "&lt;b onclick=x&gt;op&lt;/b&gt;" in page and "2.0 KiB" in page and "dropped" in page
+    assert re.findall(r"https?://(?!www\.w3\.org/2000/svg)", page) == []
+
+
+def test_both_themes_are_in_the_css() -> None:
+    page = render_report({"verdict": "SAFE"})
+    assert "@media (prefers-color-scheme: dark)" in page and ":root{--bg:#ffffff" in page
+    assert 'name="color-scheme" content="light dark"' in page and "data-theme" not in page.split("<style>")[0]
+    assert '<html lang="en" data-theme="dark">' in render_report({"verdict": "SAFE"}, theme="dark")
+    assert '<html lang="en">' in render_report({"verdict": "SAFE"}, theme="<x>")
+
+
+FLEET = [{"job": "orders", "verdict": "SAFE", "bytes_at_risk": 0, "state_bytes": 10_000},
+         {"job": "fraud", "verdict": "STATE_MISROUTED", "bytes_at_risk": 4866, "state_bytes": 7_700},
+         {"job": "ledger", "verdict": "STATE_LOSS", "bytes_at_risk": 5 * 1024 ** 2, "state_bytes": 9 * 1024 ** 2},
+         {"job": "payments", "verdict": "RESTORE_FAILS", "bytes_at_risk": 300, "state_bytes": 300},
+         {"job": "broken", "verdict": "ERROR", "bytes_at_risk": 0, "state_bytes": None, "error": "no _metadata"}]
+SUMMARY = {"gate": "BLOCK", "verdicts": {"SAFE": 1, "STATE_MISROUTED": 1, "STATE_LOSS": 1, "RESTORE_FAILS": 1},
+           "errors": 1, "bytes_at_risk": 5 * 1024 ** 2 + 5166}
+
+
+def _fleet_jobs(page: str) -> list[str]:
+    return re.findall(r'<tr class="fleet-row[^"]*" data-job="([^"]*)"', page)
+
+
+def test_fleet_summary_lists_every_job_worst_first() -> None:
+    page = render_fleet(SUMMARY, FLEET)
+    assert _fleet_jobs(page) == ["broken", "payments", "fraud", "ledger", "orders"]
+    assert "5.0 MiB" in page and "4.8 KiB" in page and "no _metadata" in page
+    assert _text(page.split('id="sentence">', 1)[1]).startswith(
+        "5 jobs checked, 1 RESTORE_FAILS, 1 SAFE, 1 STATE_LOSS, 1 STATE_MISROUTED, 1 not checked")
+    assert "<pre>" not in page and '"gate"' not in page  # a table, not a JSON dump
+
+
+def test_fleet_sort_and_filter_by_query_parameters() -> None:
+    assert [r["job"] for r in fleet_rows(FLEET, sort="job", order="asc")] == \
+        ["broken", "fraud", "ledger", "orders", "payments"]
+    assert [r["job"] for r in fleet_rows(FLEET, sort="bytes_at_risk")][:3] == ["ledger", "fraud", "payments"]
+    assert [r["job"] for r in fleet_rows(FLEET, verdict="STATE_LOSS")] == ["ledger"]
+    assert [r["job"] for r in fleet_rows(FLEET, q="PAY")] == ["payments"]
+    page = render_fleet(SUMMARY, FLEET, base_url="/upgrade-gate/report/fleet-scan/r1", sort="job", order="asc",
+                        verdict=None, links={"fraud": "/upgrade-gate/report/fraud/r1"})
+    # the header link flips the order of the current sort; the chips keep the sort and filter
+    assert 'href="/upgrade-gate/report/fleet-scan/r1?order=desc&amp;sort=job">job</a> ▲' in page
+    assert 'href="/upgrade-gate/report/fleet-scan/r1?order=asc&amp;sort=job&amp;verdict=STATE_LOSS"' in page
+    assert '<a href="/upgrade-gate/report/fraud/r1">fraud</a>' in page
+
+
+def test_one_colour_per_verdict() -> None:
+    colours = [colour(v) for v in Verdict]
+    assert UNKNOWN_COLOUR not in colours and len(set(colours)) == len(colours)
+    assert colour("PASS") == colour(Verdict.SAFE) and colour("BLOCK") == colour(Verdict.RESTORE_FAILS)
