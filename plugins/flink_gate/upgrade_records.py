@@ -39,6 +39,7 @@ import socket
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -83,21 +84,21 @@ def iso(ts: float) -> str:
 
 
 # ---- stores ---------------------------------------------------------------------------------------
-class Store:
-    """Compare-and-swap on small JSON documents."""
+class Store(ABC):
+    """Compare-and-swap on small JSON documents: S3 conditional writes, or a locked local directory."""
 
-    def get(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
-        raise NotImplementedError
+    @abstractmethod
+    def get(self, key: str) -> tuple[dict[str, Any] | None, str | None]: ...
 
+    @abstractmethod
     def put(self, key: str, doc: dict[str, Any], etag: str | None) -> str:
         """Create (etag None: only if absent) or replace (only if still `etag`); returns the new etag."""
-        raise NotImplementedError
 
-    def delete(self, key: str, etag: str) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def delete(self, key: str, etag: str) -> None: ...
 
-    def describe(self, key: str) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def describe(self, key: str) -> str: ...
 
 
 class S3Store(Store):
