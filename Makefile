@@ -86,8 +86,8 @@ bench: flink
 # the long fuzz runs over real savepoints and hostile graph files (make test runs bounded ones);
 # report in .work/fuzz-report.jsonl
 fuzz: flink $(AF_VENV)/.installed
-	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q -s tests/test_metadata_fuzz.py
-	UPGRADE_GATE_GRAPH_FUZZ_EXAMPLES=100000 $(VPY) -m pytest -q -s tests/test_graph_fuzz.py
+	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q -s tests/flink/test_metadata_fuzz.py
+	UPGRADE_GATE_GRAPH_FUZZ_EXAMPLES=100000 $(VPY) -m pytest -q -s tests/hashing/test_graph_fuzz.py
 	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q tests/flink/test_state_meta.py -k corrupt
 	UPGRADE_FAULTS_FULL=1 $(AF_PY) -m pytest -q tests/airflow/test_upgrade_faults.py
 

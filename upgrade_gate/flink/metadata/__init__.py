@@ -3,7 +3,7 @@
 Layout follows Flink's `org.apache.flink.runtime.checkpoint.metadata` package: a bounded binary
 reader, per-version serializers looked up by version, handle deserializers, and a model whose
 sizes equal Flink's `getStateSize()`. `fast_reader.py` is an optimisation declared per serializer
-version and checked against the serializers (tests/test_metadata_fastpath.py); which Flink
+version and checked against the serializers (tests/flink/test_metadata_fastpath.py); which Flink
 release reads which format version is `hashing.versions.FlinkVersion`'s rule.
 """
 

@@ -26,7 +26,7 @@ def parse_metadata(data: bytes, source: str = METADATA_FILE_NAME, base_dir: str 
     """Read a complete `_metadata` file. `base_dir` resolves relative file handles (the snapshot dir).
 
     `fast_paths=False` reads with the per-version definitions only; the result is the same (the
-    fast readers are an optimisation, tests/test_metadata_fastpath.py compares both).
+    fast readers are an optimisation, tests/flink/test_metadata_fastpath.py compares both).
     """
     data = bytes(data)
     if len(data) < 8:

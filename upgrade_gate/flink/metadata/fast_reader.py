@@ -10,7 +10,7 @@ the `_metadata` format. This module is an optimisation of them and nothing more:
 * Whatever a fast reader does not recognise (a rarer handle tag, non-ASCII text, channel state,
   a bad count, truncation) is handed to the serializer's own reading at the same offset, so the
   result, and for bad input the exact error and offset, are always the definition's.
-* tests/test_metadata_fastpath.py reads every registered version both ways (real Flink files
+* tests/flink/test_metadata_fastpath.py reads every registered version both ways (real Flink files
   and synthetic ones, truncated and mutated) and requires identical objects or errors.
 
 The functions below never raise: they return `(value, offset after it)`, or None as soon as

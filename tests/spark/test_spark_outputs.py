@@ -25,7 +25,7 @@ from spark_jobs import common, fleet_check, fleet_ids, fleet_inputs, savepoint_s
 from spark_jobs.parquet_output import ArrowRows, direct_write_possible, read_table, write_table
 from tests.spark_support import spark, spark_env  # noqa: F401  (fixtures)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from upgrade_gate.gate.check import check_upgrade
 from upgrade_gate.storage.savepoints import load_savepoint
 from upgrade_gate.vocabulary import Verdict
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 JOBS = 300
 BROKEN = "zz-broken"
 

@@ -20,7 +20,7 @@ from upgrade_gate.flink.metadata import MetadataFormatError, parse_metadata
 
 EXAMPLES = int(os.environ.get("UPGRADE_GATE_FUZZ_EXAMPLES", "150"))
 FILES = [(d / "_metadata").read_bytes() for d in fixture_dirs()]
-REPORT = Path(__file__).resolve().parent.parent / ".work" / "fuzz-report.jsonl"
+REPORT = Path(__file__).resolve().parents[2] / ".work" / "fuzz-report.jsonl"
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 _counts = {"inputs": 0, "parsed": 0, "clean_errors": 0}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SAVEPOINT = REPO / "tests" / "fixtures" / "savepoints" / "2.3.0" / "hashmap-canonical-p2"
 MAX_CPU_S = 2.0
 MAX_AS_BYTES = 200 * 1024 * 1024

@@ -32,7 +32,7 @@ STRATEGIES = 5  # the @given tests below share EXAMPLES
 FANOUT = 10  # inputs per drawn example: hypothesis' own drawing costs ~10x a reader call
 PER_STRATEGY = max(1, -(-EXAMPLES // (STRATEGIES * FANOUT)))
 ORIGIN = "fuzz/graph.json"
-REPORT = Path(__file__).resolve().parent.parent / ".work" / "fuzz-report.jsonl"
+REPORT = Path(__file__).resolve().parents[2] / ".work" / "fuzz-report.jsonl"
 SETTINGS = settings(max_examples=PER_STRATEGY, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])

@@ -25,7 +25,7 @@ from tests.spark_support import SparkEnv, spark, spark_env  # noqa: F401  (fixtu
 
 pytestmark = pytest.mark.s3
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 JOBS = 40
 BUCKET = "clusterfleet"
 

@@ -27,7 +27,7 @@ from upgrade_gate.storage.savepoints import load_savepoint, read_metadata_blob
 
 pytestmark = pytest.mark.s3
 BUCKET = "faults"
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "savepoints"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "savepoints"
 BIG = FIXTURES / "1.20.5" / "rocksdb-native-p2"  # the largest _metadata (57 KB): a cut lands mid-body
 SMALL = FIXTURES / "1.20.5" / "rocksdb-canonical-p1"
 JOB_A, JOB_B = "a1b2c3" + "d4" * 13, "0f9e8d" + "7c" * 13  # 32 hex digits, like a Flink JobID
