@@ -79,6 +79,7 @@ test-real-upgrades: flink $(AF_VENV)/.installed
 bench: flink
 	$(VPY) -m bench.bench_hashing
 	$(VPY) -m bench.bench_metadata
+	$(VPY) -m bench.bench_state_meta
 	$(VPY) -m bench.bench_keygroups
 	$(VPY) -m bench.bench_spark
 	$(VPY) -m bench.bench_cluster --jobs 1000
@@ -94,6 +95,10 @@ fuzz: flink $(AF_VENV)/.installed
 fixtures: flink
 	$(VPY) -m flink_bridge.generate_fixtures
 	$(VPY) -m flink_bridge.generate_savepoints
+	$(VPY) -m flink_bridge.generate_savepoints --state-schemas
+	$(VPY) -m flink_bridge.generate_savepoints --state-schema-restores
+	$(VPY) -m flink_bridge.generate_savepoints --schema-changes
+	$(VPY) -m flink_bridge.generate_savepoints --config-checks
 	$(VPY) -m flink_bridge.generate_restores
 
 clean:

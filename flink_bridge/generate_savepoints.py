@@ -23,6 +23,14 @@ Usage: python -m flink_bridge.generate_savepoints [--versions 1.20 2.0 2.3] [--c
        python -m flink_bridge.generate_savepoints --state-schema-restores
        (restores those savepoints on 2.3 and, as controls, on their own release, and records per state whether
        every restored value is right: state-schemas/restores.json, see StateSchemaRestore.java)
+       python -m flink_bridge.generate_savepoints --schema-changes [--versions 1.20 2.3]
+       (same-version schema changes, SchemaChanges.java: job A's savepoint restored by a job B whose POJO field
+       was added, removed or retyped, whose Row or RowData gained or retyped a field, or whose key type changed;
+       HashMap and RocksDB; B's own savepoint from scratch too. Kept under
+       state-schemas/changes/<release>/<backend>/<change>/, outcomes in state-schemas/changes/outcomes.json)
+       python -m flink_bridge.generate_savepoints --config-checks
+       (a job started on each configuration of state-schemas/config/ with 1.20 and 2.3: config/outcomes.json; and
+       the ConfigOptions 2.3 removed, renamed or deprecated since 1.20: upgrade_gate/gate/flink_config_options.json)
 """
 
 from __future__ import annotations
@@ -55,10 +63,11 @@ KEEP_STATE_FILES = {"hashmap-native-p4-maxpar256-files"}
 MAX_KEPT_BYTES = 512 * 1024
 
 
-def run_java(version: str, main_class: str, args: list[str], timeout: float = 1800) -> str:
+def run_java(version: str, main_class: str, args: list[str], timeout: float = 1800,
+             extra_classpath: list[Path] | None = None) -> str:
     """Run one of our Java mains against Flink `version` (1 GB heap: the machine is shared)."""
     conf = flink_conf_dir("savepoints-conf", "WARN")
-    cmd = java_command("savepoints", version, main_class, args, heap="1g")
+    cmd = java_command("savepoints", version, main_class, args, extra_classpath=extra_classpath, heap="1g")
     cmd.insert(1, f"-Dlog4j.configurationFile={conf / 'log4j.properties'}")
     env = dict(os.environ, FLINK_CONF_DIR=str(conf))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -225,6 +234,138 @@ def record_state_schema_restores(out: Path = STATE_SCHEMA_DIR) -> Path:
     return dest
 
 
+SCHEMA_CHANGE_DIR = STATE_SCHEMA_DIR / "changes"
+SCHEMA_CHANGE_BACKENDS = ("hashmap", "rocksdb")
+# change -> the ugate.evolving.Account variant on the classpath (java/savepoints/variants/<variant>/)
+SCHEMA_CHANGES = {"none": "base", "pojo-field-added": "field-added", "pojo-field-removed": "field-removed",
+                  "pojo-field-retyped": "field-retyped", "row-field-added": "base", "row-field-retyped": "base",
+                  "rowdata-field-added": "base", "rowdata-field-retyped": "base", "key-retyped": "base"}
+
+
+def compile_variant(release: str, variant: str) -> Path:
+    """The Account variant's classes, compiled alone: one class name, a different schema per run."""
+    src = Path(__file__).resolve().parent / "java" / "savepoints" / "variants" / variant
+    out = WORK_DIR / "jvm" / release / "schema-variants" / variant
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    subprocess.run(["javac", "-nowarn", "--release", "17", "-d", str(out), *map(str, sorted(src.rglob("*.java")))],
+                   check=True)
+    return out
+
+
+def record_schema_changes(version: str, out: Path = SCHEMA_CHANGE_DIR) -> list[dict[str, object]]:
+    """Job A (the base schema) writes a savepoint per backend; per change, job B writes its own savepoint from
+    scratch and restores A's; what Flink did is recorded. One JVM per Account variant (its class decides the
+    POJO's schema), the base one first since it writes A's savepoints."""
+    import json
+
+    release = release_of(version)
+    ensure_flink(release)
+    stage = WORK_DIR / "schema-changes-stage" / release
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    outcomes: list[dict[str, object]] = []
+    variants = dict.fromkeys(SCHEMA_CHANGES.values())
+    for variant in variants:
+        changes = [c for c, v in SCHEMA_CHANGES.items() if v == variant]
+        tasks = [f"write:{stage / b / c}:{b}:{c}" for b in SCHEMA_CHANGE_BACKENDS for c in changes]
+        tasks += [f"restore:{stage / b / 'none'}:{b}:{c}" for b in SCHEMA_CHANGE_BACKENDS for c in changes]
+        lines = run_java(version, "ugate.savepoints.SchemaChanges", tasks, timeout=1200,
+                         extra_classpath=[compile_variant(release, variant)])
+        for line in lines.splitlines():
+            task, _, result = line.partition("\t")
+            if not task.startswith(("write:", "restore:")):
+                continue
+            kind, _path, backend, change = task.split(":", 3)
+            if result.startswith("ERROR"):
+                raise RuntimeError(f"{task}: {result}")
+            if kind == "write":
+                _keep(_local(result), out / release / backend / change, False)
+                continue
+            doc = json.loads(result)
+            outcomes.append({"release": release, "backend": backend, "change": change,
+                             "old_savepoint": f"{release}/{backend}/none",
+                             "new_savepoint": f"{release}/{backend}/{change}",
+                             **doc})
+            print(f"[schema-changes] {release} {backend} {change}: {doc['status']}", file=sys.stderr)
+    shutil.rmtree(stage, ignore_errors=True)
+    return outcomes
+
+
+def write_schema_changes(versions: list[str], out: Path = SCHEMA_CHANGE_DIR) -> Path:
+    import json
+
+    outcomes = [o for v in versions for o in record_schema_changes(v, out)]
+    dest = out / "outcomes.json"
+    dest.write_text(json.dumps(outcomes, indent=1) + "\n")
+    return dest
+
+
+CONFIG_DIR = STATE_SCHEMA_DIR / "config"
+CONFIG_TABLE = REPO_ROOT / "upgrade_gate" / "gate" / "flink_config_options.json"
+
+
+def record_config_checks(versions: tuple[str, ...] = ("1.20", "2.3"), out: Path = CONFIG_DIR) -> Path:
+    """Start a job on every configuration under state-schemas/config/<case>/ (config.yaml or flink-conf.yaml,
+    loaded by Flink's GlobalConfiguration as a cluster does) with each release, and record what happened:
+    config/outcomes.json. Then diff the ConfigOptions of the first and last release (ConfigCheck.java reflects
+    every `*Options` class of Flink's lib/): upgrade_gate/gate/flink_config_options.json, the table the gate's
+    configuration rule reads."""
+    import json
+
+    cases = sorted(d for d in out.iterdir() if d.is_dir())
+    outcomes = []
+    for version in versions:
+        release = release_of(version)
+        ensure_flink(release)
+        for line in run_java(version, "ugate.savepoints.ConfigCheck", ["start", *map(str, cases)],
+                             timeout=900).splitlines():
+            path, _, result = line.partition("\t")
+            if not result:
+                continue
+            status = json.loads(result)["status"]
+            outcomes.append({"case": Path(path).name, "release": release,
+                             "file": next(p.name for p in Path(path).iterdir() if p.suffix == ".yaml"),
+                             "status": status})
+            print(f"[config] {release} {Path(path).name}: {status}", file=sys.stderr)
+    (out / "outcomes.json").write_text(json.dumps(outcomes, indent=1) + "\n")
+    tables = {}
+    for version in (versions[0], versions[-1]):
+        release = release_of(version)
+        dump = WORK_DIR / "config-options" / f"{release}.json"
+        dump.parent.mkdir(parents=True, exist_ok=True)
+        jars = sorted((ensure_flink(release) / "lib").glob("*.jar"))
+        run_java(version, "ugate.savepoints.ConfigCheck", ["options", str(dump), *map(str, jars)], timeout=600)
+        tables[release] = json.loads(dump.read_text())
+    CONFIG_TABLE.write_text(json.dumps(config_option_changes(*tables.items()), indent=1, sort_keys=True) + "\n")
+    return out / "outcomes.json"
+
+
+def config_option_changes(old: tuple[str, dict[str, dict[str, object]]],
+                          new: tuple[str, dict[str, dict[str, object]]]) -> dict[str, object]:
+    """Which keys of release `old` the release `new` no longer knows (`removed`), knows only as another
+    option's deprecated or fallback key (`renamed`: old key -> new key), and which options `new` deprecates."""
+    (old_release, old_opts), (new_release, new_opts) = old, new
+
+    def spellings(opts: dict[str, dict[str, object]]) -> dict[str, str]:
+        known = {}
+        for key, doc in opts.items():
+            for alias in (*doc["deprecated_keys"], *doc["fallback_keys"]):  # type: ignore[misc]
+                known.setdefault(str(alias), key)
+        known.update({k: k for k in opts})
+        return known
+
+    new_known = spellings(new_opts)
+    removed, renamed = {}, {}
+    for key, owner in spellings(old_opts).items():
+        if key not in new_known:
+            removed[key] = str(old_opts[owner]["class"]).rsplit(".", 1)[-1]
+        elif new_known[key] != key:
+            renamed[key] = new_known[key]
+    deprecated = {k: str(d["class"]).rsplit(".", 1)[-1] for k, d in new_opts.items() if d["deprecated"]}
+    return {"from": old_release, "to": new_release, "removed": removed, "renamed": renamed, "deprecated": deprecated}
+
+
 def export_state_schema_graph(version: str, dest: Path) -> None:
     """The fixture job's graph spec (StateSchemas.GraphMain), exported by `upgrade-gate export` from a jar of
     the compiled classes: the new job a gate check of these savepoints runs against (same uids, parallelism 2)."""
@@ -250,7 +391,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="write the state-schema fixtures (a state per serializer family) and Flink's reading")
     ap.add_argument("--state-schema-restores", action="store_true",
                     help="restore the state-schema savepoints (1.20 -> 2.3 and controls) and record what Flink did")
+    ap.add_argument("--schema-changes", action="store_true",
+                    help="same-version schema changes (POJO field added/removed/retyped, Row, key) and what Flink did")
+    ap.add_argument("--config-checks", action="store_true",
+                    help="start jobs on state-schemas/config/* with 1.20 and 2.3; diff the releases' ConfigOptions")
     args = ap.parse_args(argv)
+    if args.config_checks:
+        print(record_config_checks())
+        return 0
+    if args.schema_changes:
+        versions = args.versions if args.versions != list(VERSIONS) else list(STATE_SCHEMA_VERSIONS)
+        print(write_schema_changes(versions))
+        return 0
     if args.state_schema_restores:
         print(record_state_schema_restores())
         return 0

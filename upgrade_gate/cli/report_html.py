@@ -23,7 +23,8 @@ from upgrade_gate.cli.text_table import human_bytes
 from upgrade_gate.gate.check import CheckResult
 from upgrade_gate.vocabulary import Verdict
 
-__all__ = ["VERDICT_COLOURS", "colour", "graph_layout", "render_html", "render_page", "render_report"]
+__all__ = ["VERDICT_COLOURS", "colour", "graph_layout", "render_html", "render_page", "render_report",
+           "state_map"]
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -304,7 +305,71 @@ def _remedies(check: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def report_context(check: dict[str, Any], graphs: dict[str, Any] | None = None) -> dict[str, Any]:
+# ---- states ------------------------------------------------------------------------------------
+
+def state_map(savepoint: Any, opener: Any = None) -> dict[str, list[dict[str, Any]]]:
+    """Every operator's states as `upgrade-gate inspect` lists them (`states` of its JSON), by operator id:
+    what the report's State section shows. `savepoint`: a parsed `CheckpointMetadata` or any name
+    `load_savepoint` reads. Unreadable state files are skipped here (the check already warns about them)."""
+    from upgrade_gate.cli.commands.inspect import states_json
+    from upgrade_gate.flink.state_meta import read_state_schemas
+    from upgrade_gate.storage.savepoints import load_savepoint
+    from upgrade_gate.storage.state_files import state_stream_opener
+
+    metadata = load_savepoint(savepoint) if isinstance(savepoint, str) else savepoint
+    schemas = read_state_schemas(metadata, opener or state_stream_opener(), tolerant=True)
+    return {op.operator_id: states_json(op) for op in schemas if op.states}
+
+
+def _state_sections(check: dict[str, Any], states: dict[str, list[dict[str, Any]]] | None) -> list[dict[str, Any]]:
+    """One block per operator with state: its states, kinds and serializers, and the ones the gate's Kryo
+    rule flags (the `corrupted` losses of the check) marked with the rule's reason for that state.
+
+    Without the state meta information (a published check.json alone) the flagged states are still listed,
+    from the losses, so the view never hides what blocks the upgrade."""
+    from upgrade_gate.cli.commands.inspect import shown_serializer, snapshot_label, state_notes
+
+    states = states if states is not None else check.get("states")
+    if states is None:  # per-operator `states`, if a caller put them on the operator rows
+        states = {o["operator_id"]: o["states"] for o in check.get("operators") or [] if o.get("states")}
+    flagged: dict[str, dict[str, str]] = {}
+    for x in check.get("losses") or []:
+        if x.get("corrupted"):
+            for name in x.get("state_names") or []:
+                flagged.setdefault(x["operator_id"], {})[name] = str(x.get("reason") or "")
+    names = {o["operator_id"]: o.get("name") or o.get("uid") for o in check.get("operators") or []
+             if o.get("operator_id")}
+    for x in check.get("losses") or []:
+        names.setdefault(x["operator_id"], x.get("name"))
+    out = []
+    for op_id in dict.fromkeys([*(states or {}), *flagged]):
+        rows = []
+        for s in (states or {}).get(op_id) or []:
+            reason = flagged.get(op_id, {}).get(s["name"])
+            if reason is not None:  # the rule's words for this state's own Kryo snapshots, else the loss's
+                why = [f"{k['path'] + ': ' if k['path'] else ''}{k['why']}" for k in s.get("kryo") or ()
+                       if k["collection_or_custom"]]
+                reason = "; ".join(why) or reason
+            rows.append({"name": s["name"], "kind": s["kind"], "mode": s.get("distribution_mode"),
+                         "serializer": shown_serializer(s), "snapshot": snapshot_label(s),
+                         "notes": [n for n in state_notes(s, written_by_1x=False) if reason is None or
+                                   not n.startswith(("Kryo", "custom"))],
+                         "flagged": reason is not None, "reason": reason})
+        listed = {r["name"] for r in rows}
+        for name, reason in flagged.get(op_id, {}).items():
+            if name not in listed:
+                rows.append({"name": name, "kind": "", "mode": None, "serializer": "", "snapshot": "",
+                             "notes": [], "flagged": True, "reason": reason})
+        key = next((s.get("key_serializer") for s in (states or {}).get(op_id) or [] if s.get("key_serializer")),
+                   None)
+        out.append({"operator_id": op_id, "name": names.get(op_id), "key_serializer": key, "rows": rows,
+                    "flagged": sum(r["flagged"] for r in rows)})
+    return out
+
+
+def report_context(check: dict[str, Any], graphs: dict[str, Any] | None = None,
+                   states: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """What the templates need; `states` (operator id -> `state_map` entries), else the check's own."""
     ops = list(check.get("operators") or [])
     risk = {x["operator_id"] for x in check.get("losses") or []} | \
            {m["operator_id"] for m in check.get("misrouted") or []}
@@ -317,7 +382,9 @@ def report_context(check: dict[str, Any], graphs: dict[str, Any] | None = None) 
     return {"check": check, "verdict": str(check.get("verdict")), "operators": ops, "risk": risk,
             "state_total": total, "bytes_at_risk": at_risk or int(check.get("lost_bytes") or 0),
             "picture": _graph_picture(check, graphs or {}), "bars": _bars(ops), "rescales": _rescales(ops),
-            "remedies": _remedies(check)}
+            "remedies": _remedies(check), "state_sections": _state_sections(check, states),
+            "states_read": states is not None or check.get("states") is not None
+            or any(o.get("states") for o in ops)}
 
 
 def render_page(template: str, **context: Any) -> str:
@@ -327,18 +394,29 @@ def render_page(template: str, **context: Any) -> str:
     return _ENV.get_template(template).render(**context)
 
 
-def render_report(check: dict[str, Any], graphs: dict[str, Any] | None = None, **page: Any) -> str:
-    """One check (its JSON) as a page: the standalone file, or the view's page with `nav`."""
-    return render_page("report.html.j2", **report_context(check, graphs), **page)
+def render_report(check: dict[str, Any], graphs: dict[str, Any] | None = None,
+                  states: dict[str, list[dict[str, Any]]] | None = None, **page: Any) -> str:
+    """One check (its JSON) as a page: the standalone file, or the view's page with `nav`. `states`
+    (`state_map`), else a `states` map in the check JSON, fills the State section."""
+    return render_page("report.html.j2", **report_context(check, graphs, states), **page)
 
 
-def render_html(res: CheckResult | dict[str, Any], new_graph: Any = None, old_graph: Any = None) -> str:
-    """The standalone report of a check; pass the graphs (StreamGraph or LoadedGraph) to draw them."""
+def render_html(res: CheckResult | dict[str, Any], new_graph: Any = None, old_graph: Any = None,
+                states: dict[str, list[dict[str, Any]]] | None = None) -> str:
+    """The standalone report of a check; pass the graphs (StreamGraph or LoadedGraph) to draw them.
+
+    For a `CheckResult` the State section reads the savepoint's state meta information (`state_map`) unless
+    `states` is given; if that cannot be read, the section lists only the states the gate flags."""
     check = res.to_json() if isinstance(res, CheckResult) else res
+    if states is None and isinstance(res, CheckResult) and res.savepoint:
+        try:
+            states = state_map(res.savepoint)
+        except Exception:  # the report must still be written: the check itself ran on the metadata
+            states = None
     hasher, version = str(check.get("hasher") or "v2"), check.get("flink_version") or None
     graphs = {"new": graph_layout(new_graph, hasher, version) if new_graph is not None else None,
               "old": graph_layout(old_graph, hasher, version) if old_graph is not None else None}
-    return render_report(check, graphs)
+    return render_report(check, graphs, states)
 
 
 def fleet_rows(rows: Iterable[dict[str, Any]], *, sort: str = "severity", order: str = "desc",

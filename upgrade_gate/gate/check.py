@@ -16,6 +16,12 @@ The one library entry point (the CLI, Spark jobs and Airflow DAGs call exactly t
 * `old_graph`: the job graph that wrote the savepoint (same forms as `graph`). With it every state
   is traced to its writer and compared with its receiver (`upgrade_gate.gate.misrouting`); without it the
   savepoint's own operator names (metadata v5+) are used, and what cannot be verified is a warning.
+* `new_job_savepoint` / `old_savepoint`: a second savepoint of the job, for a state schema diff
+  (`upgrade_gate.gate.upgrade_checks`): the new job version's own savepoint (a staging run), or an older baseline
+  with `savepoint` as the candidate. `flink_config` (config.yaml, flink-conf.yaml or their directory) and
+  `settings` (`-D` pairs): the new job's configuration, checked against what Flink 2.x refuses or removed. What
+  Flink refuses there makes the verdict RESTORE_FAILS with Flink's error; `schema_changes[]` and `config[]` in
+  the JSON list every compared state and every configuration finding.
 
 `CheckResult.to_json()` is the `check` contract of docs/design.md (stable field names):
 `verdict` (SAFE | STATE_LOSS | STATE_MISROUTED | RESTORE_FAILS), `restore_succeeds`, `flink_error` (Flink's own
@@ -54,7 +60,7 @@ from upgrade_gate.flink.assignment.state_assignment import MATCHING_MODES
 from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
 from upgrade_gate.flink.metadata.model import CheckpointMetadata
 from upgrade_gate.flink.simulation import Simulation, simulate
-from upgrade_gate.gate import findings, misrouting, state_schema_rules
+from upgrade_gate.gate import findings, misrouting, state_schema_rules, upgrade_checks
 from upgrade_gate.gate import remedies as remedies_mod
 from upgrade_gate.gate.findings import state_names
 from upgrade_gate.storage.savepoints import load_savepoint
@@ -89,6 +95,8 @@ class CheckResult:
     simulation: Simulation | None = field(default=None, compare=False, repr=False)
     misrouted: tuple[dict[str, Any], ...] = ()
     old_graph_name: str | None = None
+    schema_changes: tuple[dict[str, Any], ...] = ()  # upgrade_gate.gate.upgrade_checks (--old/--new-job-savepoint)
+    config: tuple[dict[str, Any], ...] = ()  # upgrade_gate.gate.config_rules (--flink-config, -D)
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "restore_succeeds": self.restore_succeeds, "flink_error": self.flink_error,
@@ -96,7 +104,8 @@ class CheckResult:
                 "savepoint": self.savepoint, "graph": self.graph_name,
                 "operators": list(self.operators), "losses": list(self.losses), "remedies": list(self.remedies),
                 "verdict_with_remedies": self.verdict_with_remedies, "migration": list(self.migration),
-                "warnings": list(self.warnings), "misrouted": list(self.misrouted), "old_graph": self.old_graph_name}
+                "warnings": list(self.warnings), "misrouted": list(self.misrouted), "old_graph": self.old_graph_name,
+                "schema_changes": list(self.schema_changes), "config": list(self.config)}
 
 
 def _rescale(r: OperatorRestore) -> dict[str, Any]:
@@ -211,7 +220,10 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | Stre
                   flink_version: str | FlinkVersion | None = None, pointer: str | None = None,
                   with_remedies: bool = True,
                   old_graph: LoadedGraph | StreamGraph | misrouting.GraphSide | str | Path | None = None,
-                  rescale_detail: bool = True, with_migration: bool = True) -> CheckResult:
+                  rescale_detail: bool = True, with_migration: bool = True,
+                  old_savepoint: str | CheckpointMetadata | None = None,
+                  new_job_savepoint: str | CheckpointMetadata | None = None,
+                  flink_config: str | Path | None = None, settings: tuple[tuple[str, str], ...] = ()) -> CheckResult:
     if matching not in MATCHING_MODES:
         raise InputError(f"--matching {matching!r}: expected one of {', '.join(MATCHING_MODES)}")
     metadata = load_savepoint(savepoint) if isinstance(savepoint, str) else savepoint
@@ -239,11 +251,21 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | Stre
             fixed = misrouting.GraphSide(remedies_mod.apply(graph, remedies), side.extras, side.origin)
             remedied = _evaluate(metadata, fixed, hasher, matching, version, allow_non_restored_state, pointer, old)[4]
     misrouted = tuple(m.to_json(graph, state_names(m.state)) for m in found.wrong_receiver)
+    extra = upgrade_checks.run(metadata, sim, version, old_savepoint=old_savepoint,
+                               new_job_savepoint=new_job_savepoint,
+                               flink_config=str(flink_config) if flink_config is not None else None, settings=settings)
+    if extra.blocks:  # Flink refuses the state schema or the configuration: the job does not start
+        verdict = Verdict.RESTORE_FAILS
+        remedied = Verdict.RESTORE_FAILS if remedied is not None else None
+        losses += list(extra.losses)
     return CheckResult(
-        verdict=verdict, restore_succeeds=sim.failure is None,
-        flink_error=sim.failure.message if sim.failure else None, operators=tuple(rows),
+        verdict=verdict, restore_succeeds=sim.failure is None and not extra.blocks,
+        flink_error=sim.failure.message if sim.failure else (extra.errors[0] if extra.errors else None),
+        operators=tuple(rows),
         losses=tuple(losses), remedies=tuple(r.to_json() for r in remedies), verdict_with_remedies=remedied,
-        migration=tuple(_migration(graph, ids, sim)) if with_migration else (), warnings=tuple(found.warnings),
+        migration=tuple(_migration(graph, ids, sim)) if with_migration else (),
+        warnings=(*found.warnings, *extra.warnings),
         hasher=hasher,
         matching=matching, flink_version=str(version), savepoint=metadata.source, graph_name=graph.name,
-        simulation=sim, misrouted=misrouted, old_graph_name=old.graph.name if old else None)
+        simulation=sim, misrouted=misrouted, old_graph_name=old.graph.name if old else None,
+        schema_changes=extra.schema_changes, config=extra.config)

@@ -12,6 +12,7 @@ from upgrade_gate.cli.commands.deployment import export_for_deployment, local_ja
 from upgrade_gate.cli.commands.graph_args import graph_named, load_with_notes
 from upgrade_gate.cli.text_table import human_bytes, paragraph, render
 from upgrade_gate.gate.check import CheckResult, check_upgrade
+from upgrade_gate.gate.flink_config import parse_settings
 from upgrade_gate.storage import discovery, k8s_operator
 from upgrade_gate.storage.discovery import SYNTAX_HELP
 from upgrade_gate.vocabulary import (
@@ -54,6 +55,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flink-version", default=None, metavar="X.Y",
                         help=f"Flink version that will run the new job ({', '.join(FLINK_VERSIONS)}; "
                              f"default {DEFAULT_FLINK_VERSION})")
+    parser.add_argument("--new-job-savepoint", default=None, metavar="NEW",
+                        help="a savepoint (or _metadata) the NEW job version wrote, e.g. in staging: every state's "
+                             "serializers are diffed against --savepoint's, and changes Flink cannot migrate fail")
+    parser.add_argument("--old-savepoint", default=None, metavar="OLD",
+                        help="a savepoint the job wrote BEFORE its change: its state schemas are the baseline and "
+                             "--savepoint's the candidate (would OLD still restore into the job that wrote it?)")
+    parser.add_argument("--flink-config", default=None, metavar="FILE",
+                        help="the new job's config.yaml or legacy flink-conf.yaml (or their directory): checked "
+                             "against what Flink 2.x removed or renamed")
+    parser.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Flink setting the new job gets, as `flink run -D` (repeatable); checked like "
+                             "--flink-config")
     parser.add_argument("--format", choices=("table", "json", "html"), default="table")
     parser.add_argument("--output", "-o", default=None, help="write the report to this file instead of stdout")
 
@@ -87,6 +100,9 @@ def render_table(res: CheckResult) -> str:
             lines += [paragraph(f"- state {x['operator_id']}: {where}"),
                       f"    {x['action']}" if x["action"] else "    (nothing to pin)",
                       paragraph(f"    why: {x['reason']}", indent="    ")]
+    for c in res.config:  # refused settings of the new job on Flink 2.x (config_rules); the rest are warnings
+        if c["blocking"]:
+            lines.append(paragraph(f"config (the job will not start): {c['text']}. Fix: {c['remedy']}"))
     for w in res.warnings:
         lines.append(paragraph(f"warning: {w}"))
     return "\n".join(lines) + "\n"
@@ -125,7 +141,12 @@ def run(args: argparse.Namespace) -> int:
     allow = args.allow_non_restored_state or bool(settings and settings.allow_non_restored_state)
     with graph_named(args.graph or args.deployment):
         res = check_upgrade(savepoint, graph, hasher=args.hasher, matching=args.matching,
-                            allow_non_restored_state=allow, flink_version=flink_version, old_graph=old)
+                            allow_non_restored_state=allow, flink_version=flink_version, old_graph=old,
+                            old_savepoint=args.old_savepoint, new_job_savepoint=args.new_job_savepoint,
+                            flink_config=args.flink_config,
+                            # the resource's flinkConfiguration is the new job's configuration; -D overrides it
+                            settings=(*(settings.flink_configuration.items() if settings else ()),
+                                      *parse_settings(args.dynamic)))
     if args.format == "json":
         text = json.dumps(res.to_json(), indent=2) + "\n"
     elif args.format == "html":

@@ -14,9 +14,11 @@ from typing import Any
 from upgrade_gate.cli.text_table import human_bytes, paragraph, render
 from upgrade_gate.flink.metadata import to_json
 from upgrade_gate.flink.state_meta import OperatorSchemas, read_state_schemas
+from upgrade_gate.flink.state_meta.model import short_name
+from upgrade_gate.gate.state_schema_rules import LAST_1X_METADATA_VERSION, kryo_misreads
 from upgrade_gate.storage import discovery
 from upgrade_gate.storage.savepoints import load_savepoint
-from upgrade_gate.storage.state_files import state_stream_opener
+from upgrade_gate.storage.state_files import external_files_json, state_stream_opener
 
 NAME = "inspect"
 HELP = ("Read a savepoint's _metadata (a directory, a _metadata file, file:// or s3://bucket/prefix) and show its "
@@ -49,19 +51,41 @@ def _kinds(sub: dict[str, Any]) -> list[str]:
     return out
 
 
+def _kryo_findings(op: OperatorSchemas) -> dict[str, list[dict[str, Any]]]:
+    """Per state name, every Kryo snapshot in its serializers as the gate's Kryo rule judges it
+    (`upgrade_gate.gate.state_schema_rules.kryo_misreads`: one implementation, never re-derived here).
+    `collection_or_custom`: what Flink 2.x (Kryo 5) misreads when Flink 1.x (Kryo 2) wrote it."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for m in kryo_misreads((op,)):
+        out.setdefault(m.state.name, []).append({"path": m.path, "role": m.role, "type": m.snapshot.type_name,
+                                                 "collection_or_custom": m.blocking, "why": m.why})
+    return out
+
+
 def states_json(op: OperatorSchemas) -> list[dict[str, Any]]:
-    """One entry per state of the operator: what it is and how it is serialized (additive to the doc)."""
+    """One entry per state of the operator: what it is and how it is serialized (additive to the doc).
+
+    `serializer` is the compact type (`SerializerSnapshot.describe`), `serializer_class`/`serializer_version`
+    the state's own `TypeSerializerSnapshot` and the version it was written with, `distribution_mode` the
+    operator state's `OperatorStateHandle.Mode`, `kryo` the Kryo snapshots found anywhere in its serializers."""
+    kryo = _kryo_findings(op)
     out = []
     for s in op.states:
         value = s.serializer("VALUE_SERIALIZER")
         user_key = s.serializer("USER_KEY_SERIALIZER") or (s.serializer("KEY_SERIALIZER")
                                                            if s.backend_type == "BROADCAST" else None)
         entry: dict[str, Any] = {"name": s.name, "kind": s.kind, "backend_type": s.backend_type, "ttl": s.ttl,
-                                 "serializer": value.describe() if value else None}
+                                 "serializer": value.describe() if value else None,
+                                 "serializer_class": value.class_name if value else None,
+                                 "serializer_version": value.version if value else None}
+        mode = s.option("OPERATOR_STATE_DISTRIBUTION_MODE")
+        if mode:
+            entry["distribution_mode"] = mode
         if user_key is not None:
             entry["map_key_serializer"] = user_key.describe()
         if s.backend_type in ("KEY_VALUE", "KEY_VALUE_V2", "PRIORITY_QUEUE") and op.key_serializer is not None:
             entry["key_serializer"] = op.key_serializer.describe()
+        entry["kryo"] = kryo.get(s.name, [])
         entry["serializers"] = {role: snap.view() for role, snap in sorted(s.serializers)}
         out.append(entry)
     return out
@@ -76,6 +100,69 @@ def add_states(doc: dict[str, Any], schemas: tuple[OperatorSchemas, ...]) -> dic
         if schema is not None and schema.incomplete:
             op["states_incomplete"] = list(schema.incomplete)
     return doc
+
+
+def shown_serializer(state: dict[str, Any]) -> str:
+    """The serializer as a reader wants it: the user's type (a TTL wrapper shows what it wraps; TTL is a
+    note), a map state's and broadcast state's key type before the value's."""
+    text = state["serializer"] or "-"
+    if state["ttl"] and text.startswith("Ttl<") and text.endswith(">"):
+        # TtlSerializer nests (timestamp Long, the user's serializer): show the user's
+        inner = text[4:-1]
+        text = inner.split(", ", 1)[1] if inner.startswith("Long, ") else inner
+    if state.get("map_key_serializer") and not text.startswith("Map<"):
+        text = f"{state['map_key_serializer']} -> {text}"
+    return text
+
+
+def state_notes(state: dict[str, Any], written_by_1x: bool) -> list[str]:
+    """Short notes on one state: TTL, and what the Kryo rule says of the Kryo snapshots in its serializers
+    (the serializer column shows where they are).
+
+    A collection or a custom serializer under Kryo is "CORRUPTED on Flink 2.x" in a savepoint Flink 1.x wrote
+    (what the gate's STATE_CORRUPTED verdict is about); in a 2.x savepoint it is only named."""
+    notes = ["TTL"] if state["ttl"] else []
+    kryo = state.get("kryo") or ()
+    custom = any(k["collection_or_custom"] and k["why"].startswith("custom Kryo serializer") for k in kryo)
+    collection = any(k["collection_or_custom"] and not k["why"].startswith("custom Kryo serializer") for k in kryo)
+    what = ", ".join(x for x in ("Kryo collection" if collection else "",
+                                 "custom Kryo serializer" if custom else "") if x)
+    if what:
+        notes.append(f"CORRUPTED on Flink 2.x ({what})" if written_by_1x else what)
+    elif kryo:
+        notes.append("Kryo")
+    return notes
+
+
+def snapshot_label(state: dict[str, Any]) -> str:
+    """`Pojo v2`: the state's own serializer snapshot class (short) and the version it was written with."""
+    if not state.get("serializer_class"):
+        return "-"
+    return f"{short_name(state['serializer_class'])} v{state['serializer_version']}"
+
+
+def _states_tables(doc: dict[str, Any]) -> list[str]:
+    """One small table per operator with states, under a line naming the operator and its key serializer."""
+    out: list[str] = []
+    written_by_1x = int(doc["version"]) <= LAST_1X_METADATA_VERSION
+    for op in doc["operators"]:
+        states = op.get("states") or ()
+        if not states:
+            continue
+        label = " / ".join(x for x in (op["name"], op["uid"]) if x) or "(no name in _metadata)"
+        title = f"{label} ({op['operator_id']})"
+        key = next((s["key_serializer"] for s in states if s.get("key_serializer")), None)
+        if key:
+            title += f", key serializer {key}"
+        rows = []
+        for s in states:
+            mode = (s.get("distribution_mode") or "").lower().replace("_", "-")
+            kind = s["kind"] + (f" ({mode})" if mode and mode != s["kind"] else "")
+            rows.append((s["name"], kind, shown_serializer(s), snapshot_label(s),
+                         "; ".join(state_notes(s, written_by_1x)) or "-"))
+        out += ["", render(("state", "kind", "serializer", "snapshot", "notes"), rows, title=title,
+                           wrap={"state", "serializer", "notes"})]
+    return out
 
 
 def render_table(doc: dict[str, Any]) -> str:
@@ -105,26 +192,34 @@ def render_table(doc: dict[str, Any]) -> str:
     if subtasks:
         out += ["", render(("operator", "subtask", "state", "key groups"), subtasks, title="Subtasks",
                            wrap={"operator", "key groups"}, right={"subtask", "state"})]
-    states, notes = [], []
+    notes = []
     for op in doc["operators"]:
-        label = op["name"] or op["uid"] or op["operator_id"]
-        for s in op.get("states", ()):
-            serializer = s["serializer"] or "-"
-            if s.get("map_key_serializer"):
-                serializer = f"{s['map_key_serializer']} -> {serializer}"
-            flags = ", ".join(x for x in ("TTL" if s["ttl"] else "",
-                                          f"key {s['key_serializer']}" if s.get("key_serializer") else "") if x)
-            states.append((label, s["name"], s["kind"], serializer, flags or "-"))
         unread = op.get("states_incomplete", ())
         if unread:
             more = f" (and {len(unread) - 1} more handles)" if len(unread) > 1 else ""
-            notes.append(f"{label}: {unread[0]}{more}")
-    if states:
-        out += ["", render(("operator", "state", "kind", "serializer", "notes"), states, title="States",
-                           wrap={"operator", "state", "serializer", "notes"})]
+            notes.append(f"{op['name'] or op['uid'] or op['operator_id']}: {unread[0]}{more}")
+    tables = _states_tables(doc)
+    if tables:
+        out += ["", paragraph("States (from each state handle's serialization proxy; snapshot: the serializer "
+                              "snapshot class and version)", indent=""), *tables]
     if notes:
         out += ["", "State meta information not read:", *(paragraph(f"  {n}", indent="    ") for n in notes)]
+    out += external_files_lines(doc.get("external_files") or {})
     return "\n".join(out) + "\n"
+
+
+def external_files_lines(ext: dict[str, Any]) -> list[str]:
+    """The files a retained checkpoint needs outside its own directory (shared SSTs, task-owned files)."""
+    if not ext.get("count"):
+        return []
+    rows = [(f["relative"] or f["path"], human_bytes(f["bytes"]),
+             "moved (beside this copy)" if f["found"].startswith("moved") else f["found"]) for f in ext["files"]]
+    folders = sorted({f["path"][:len(f["path"]) - len(f["relative"])] for f in ext["files"] if f["relative"]})
+    missing = f"; {ext['missing']} of them missing" if ext.get("missing") else ""
+    title = (f"Files outside {ext['snapshot_dir']}: {ext['count']} ({human_bytes(ext['bytes'])}){missing}. "
+             f"They must not be deleted before the upgrade has restored from this snapshot"
+             + (f" (recorded under {', '.join(folders)})" if folders else ""))
+    return ["", render(("file", "size", "found"), rows, title=title, wrap={"file"}, right={"size"})]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         metadata = load_savepoint(args.savepoint)
     doc = add_states(to_json(metadata, detail=args.detail), read_state_schemas(metadata, state_stream_opener()))
+    doc["external_files"] = external_files_json(metadata, metadata.source.rsplit("/", 1)[0])
     if (args.format or ("table" if sys.stdout.isatty() else "json")) == "json":
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -1,0 +1,214 @@
+"""state_serializers: every state of every job's newest savepoint, with its serializer, one row each.
+
+The question it answers before a Flink 2.x upgrade wave: "which of our jobs hold Kryo state, and which of
+those would restore corrupted?" Flink 2.0 moved its bundled Kryo from 2 to 5; what Kryo 2 wrote for a Java
+collection or with a registered custom serializer, Kryo 5 misreads (docs/guide.md, "Fleet: which jobs hold
+Kryo state"). Each state handle starts with its serialization proxy, which names every state and its
+serializer snapshots, so the savepoints already hold the answer.
+
+Input: the same as `savepoint_scan` (a root whose children are the jobs' savepoint prefixes, or a
+CSV/JSON/Parquet `job, savepoint` list); each job's newest complete savepoint is chosen as
+`upgrade-gate inspect` chooses it. The `_metadata` and the first bytes of every managed state handle are read
+in the executors by the product's readers (`upgrade_gate.flink.metadata`, `upgrade_gate.flink.state_meta`;
+S3 by ranged GETs with boto3). The Kryo columns come from the gate's own rule
+(`upgrade_gate.gate.state_schema_rules.kryo_misreads`): never re-derived here.
+
+Output: a Parquet table (`SCHEMA_DDL`), one row per (job, operator, state): kind (value, list, map, reducing,
+aggregating, timers; list, union, broadcast), distribution mode, TTL, the compact serializer type, the
+state's serializer snapshot class and version, the key serializer, and
+  * `kryo`: a Kryo serializer anywhere in the state's serializers (a POJO field, a list element, ...);
+  * `kryo_collection_or_custom`: one of them is a Java collection or has a custom Kryo serializer: what
+    Flink 2.x reads back wrong from a savepoint Flink 1.x wrote (`kryo_reason` says why);
+  * `written_by_1x`: the savepoint is Flink 1.x's (`_metadata` v4 or older): upgrading it to 2.x crosses
+    the Kryo 2 -> 5 line.
+A job whose savepoint cannot be read gets one row with `error`; an operator whose state files cannot be
+read, one row with `state` null and `error` naming the file.
+
+    spark-submit spark_jobs/state_serializers.py --savepoints s3://bucket/savepoints --output /data/serializers
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from spark_jobs import common
+from spark_jobs.parquet_output import ArrowRows, read_table, write_table
+from spark_jobs.progress import Progress
+from spark_jobs.savepoint_scan import savepoint_job_rows, savepoint_jobs
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+__all__ = ["KRYO_JOBS_SQL", "SCHEMA_DDL", "kryo_summary", "serializer_rows", "state_serializers"]
+
+JOB = "state_serializers"
+SCHEMA_DDL = (
+    "job string, savepoint string, metadata string, metadata_version int, written_by_1x boolean, "
+    "operator_id string, name string, uid string, state string, kind string, backend_type string, "
+    "distribution_mode string, ttl boolean, serializer string, serializer_class string, serializer_version int, "
+    "key_serializer string, kryo boolean, kryo_types array<string>, kryo_collection_or_custom boolean, "
+    "kryo_reason string, error string"
+)
+
+# The fleet question as one query over the table (registered as the view `state_serializers`): every job
+# holding Kryo state, how many states, which of them Flink 2.x misreads, and whether a 1.x -> 2.x upgrade
+# restores them corrupted (the savepoint was written by Flink 1.x).
+KRYO_JOBS_SQL = """
+SELECT job,
+       max(written_by_1x AND kryo_collection_or_custom) AS corrupted_on_2x,
+       count(*) AS kryo_states,
+       count_if(kryo_collection_or_custom) AS misread_states,
+       sort_array(collect_set(CASE WHEN kryo_collection_or_custom THEN state END)) AS misread
+FROM state_serializers
+WHERE kryo
+GROUP BY job
+ORDER BY corrupted_on_2x DESC, job
+"""
+
+
+def serializer_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str, Any]]:
+    """Find and read one job's newest savepoint and its state handles' proxies; one row per state."""
+    from upgrade_gate.flink.metadata import parse_metadata
+    from upgrade_gate.flink.state_meta import read_state_schemas
+    from upgrade_gate.gate.state_schema_rules import crosses_kryo_upgrade, kryo_misreads
+    from upgrade_gate.storage.savepoints import read_metadata_blob
+    from upgrade_gate.storage.state_files import state_stream_opener
+
+    blob = read_metadata_blob(savepoint, client=client, job_folder=True)
+    meta = parse_metadata(blob.data, blob.source, blob.base_dir)
+    # tolerant: one unreadable or unparsable state file is that operator's error row, not the job's
+    schemas = read_state_schemas(meta, state_stream_opener(client), tolerant=True)
+    judged: dict[tuple[str, str], list[Any]] = {}
+    for m in kryo_misreads(schemas):
+        judged.setdefault((m.operator.operator_id, m.state.name), []).append(m)
+    head = {"job": job, "savepoint": savepoint, "metadata": blob.source, "metadata_version": meta.version,
+            "written_by_1x": crosses_kryo_upgrade(meta, 2), "error": None}
+    rows: list[dict[str, Any]] = []
+    for op in schemas:
+        where = {**head, "operator_id": op.operator_id, "name": op.name, "uid": op.uid}
+        key = op.key_serializer.describe() if op.key_serializer is not None else None
+        for s in op.states:
+            value = s.serializer("VALUE_SERIALIZER")
+            found = judged.get((op.operator_id, s.name), [])
+            misread = [m for m in found if m.blocking]
+            reason = "; ".join(f"{m.path + ': ' if m.path else ''}{m.why}" for m in misread) or None
+            rows.append({**where, "state": s.name, "kind": s.kind, "backend_type": s.backend_type,
+                         "distribution_mode": s.option("OPERATOR_STATE_DISTRIBUTION_MODE"), "ttl": s.ttl,
+                         "serializer": value.describe() if value else None,
+                         "serializer_class": value.class_name if value else None,
+                         "serializer_version": value.version if value else None,
+                         "key_serializer": key if s.backend_type in ("KEY_VALUE", "KEY_VALUE_V2", "PRIORITY_QUEUE")
+                         else None,
+                         "kryo": bool(found), "kryo_types": sorted({m.snapshot.type_name or "?" for m in found}),
+                         "kryo_collection_or_custom": bool(misread),
+                         "kryo_reason": reason})
+        for note in op.incomplete:
+            rows.append({**where, "error": f"state serializers not read: {note}"})
+    return rows or [head]
+
+
+def scan_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None
+                   ) -> Iterator[pa.RecordBatch]:
+    """Executor side: one boto3 client per task, every job of the task -> state rows."""
+    import pyarrow as pa
+
+    from hashing.errors import InputError
+    from spark_jobs.progress import Ticker
+
+    ticker = Ticker(progress)
+    common.tune_worker_gc()
+    schema = common.arrow_schema(SCHEMA_DDL)
+    client = None
+    for batch in batches:
+        rows: list[dict[str, Any]] = []
+        for job, savepoint in zip(batch.column("job").to_pylist(), batch.column("savepoint").to_pylist(),
+                                  strict=True):
+            try:
+                if client is None and savepoint.startswith(("s3://", "s3a://")):
+                    client = common.s3_client()
+                rows.extend(serializer_rows(job, savepoint, client))
+            except InputError as exc:  # missing savepoint, bad _metadata, S3 errors (StorageError)
+                rows.append({"job": job, "savepoint": savepoint, "error": str(exc)})
+            except Exception as exc:
+                rows.append({"job": job, "savepoint": savepoint, "error": f"{type(exc).__name__}: {exc}"})
+            ticker.tick()
+        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+    ticker.close()
+
+
+def scan_rows(jobs: DataFrame, progress: tuple[str, int] | None = None) -> ArrowRows:
+    """(job, savepoint) rows -> one row per state of each job's newest savepoint."""
+    return ArrowRows(jobs.select("job", "savepoint"), lambda it: scan_partition(it, progress), SCHEMA_DDL)
+
+
+def state_serializers(jobs: DataFrame) -> DataFrame:
+    """The state rows as a DataFrame (`write_table(scan_rows(...))` is the faster way to store them)."""
+    return scan_rows(jobs).frame()
+
+
+def kryo_summary(table: DataFrame) -> dict[str, Any]:
+    """The counts the fleet summary shows (`kryo_state` in fleet.html.j2): jobs scanned, jobs holding Kryo
+    state, jobs with Kryo collections or custom Kryo serializers, and how many of those a 1.x -> 2.x upgrade
+    restores corrupted (named, worst first, at most 50)."""
+    from pyspark.sql import functions as F
+
+    per_job = table.groupBy("job").agg(
+        F.max(F.coalesce(F.col("kryo"), F.lit(False))).alias("kryo"),
+        F.max(F.coalesce(F.col("kryo_collection_or_custom"), F.lit(False))).alias("misread"),
+        F.max(F.coalesce(F.col("written_by_1x"), F.lit(False))).alias("written_by_1x"),
+        F.sum(F.when(F.col("kryo_collection_or_custom"), 1).otherwise(0)).alias("misread_states"),
+        F.max(F.col("error").isNotNull().cast("int")).alias("errors")).collect()
+    corrupted = sorted(((r["job"], int(r["misread_states"])) for r in per_job if r["misread"] and r["written_by_1x"]),
+                       key=lambda x: (-x[1], x[0]))
+    return {"jobs": len(per_job), "jobs_with_kryo": sum(1 for r in per_job if r["kryo"]),
+            "jobs_with_kryo_collection_or_custom": sum(1 for r in per_job if r["misread"]),
+            "jobs_corrupted_on_2x": len(corrupted),
+            "corrupted_jobs": [{"job": j, "states": n} for j, n in corrupted[:50]],
+            "jobs_not_read": sum(1 for r in per_job if r["errors"])}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="spark-submit spark_jobs/state_serializers.py",
+        description="For every job, the newest complete savepoint under its prefix -> one Parquet row per state "
+                    "(kind, serializer class and version, Kryo flags from the gate's Kryo 2 -> 5 rule).")
+    p.add_argument("--savepoints", required=True,
+                   help="root whose children are the jobs' savepoint prefixes (folder or s3://bucket/prefix), "
+                        "or a .csv/.json/.parquet list with columns job, savepoint")
+    common.add_spark_arguments(p, "Parquet table to write (replaced atomically with --overwrite)")
+    return p
+
+
+def _run(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    log, spark = common.start(JOB, args.master, python_bound=True)
+    t = time.perf_counter()
+    rows = savepoint_job_rows(spark, args.savepoints)
+    jobs = savepoint_jobs(spark, args.savepoints, args.partitions, rows)
+    log.info("%s: %d jobs in %d tasks", args.savepoints, len(rows), jobs.rdd.getNumPartitions())
+    with Progress.for_session(spark, log, JOB, len(rows), args.progress_interval) as progress:
+        write_table(scan_rows(jobs, progress.address), args.output, overwrite=args.overwrite)
+    table = read_table(args.output)  # local or s3:// (manifest)
+    summary = kryo_summary(spark.createDataFrame(table.to_pandas()))
+    log.info("wrote %s: %d states of %d jobs in %.1f s; %d jobs hold Kryo state, %d with Kryo collections or "
+             "custom Kryo serializers, %d of them restore corrupted on Flink 2.x", args.output, table.num_rows,
+             summary["jobs"], time.perf_counter() - t, summary["jobs_with_kryo"],
+             summary["jobs_with_kryo_collection_or_custom"], summary["jobs_corrupted_on_2x"])
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return common.run_main(JOB, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
