@@ -90,6 +90,7 @@ fuzz: flink $(AF_VENV)/.installed
 	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q -s tests/flink/test_metadata_fuzz.py
 	UPGRADE_GATE_GRAPH_FUZZ_EXAMPLES=100000 $(VPY) -m pytest -q -s tests/hashing/test_graph_fuzz.py
 	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q tests/flink/test_state_meta.py -k corrupt
+	UPGRADE_GATE_FULL_CHECKPOINT_RESTORES=1 $(VPY) -m pytest -q tests/gate/test_checkpoint_restores_rerun.py
 	UPGRADE_FAULTS_FULL=1 $(AF_PY) -m pytest -q tests/airflow/test_upgrade_faults.py
 
 fixtures: flink
@@ -100,6 +101,7 @@ fixtures: flink
 	$(VPY) -m flink_bridge.generate_savepoints --schema-changes
 	$(VPY) -m flink_bridge.generate_savepoints --config-checks
 	$(VPY) -m flink_bridge.generate_restores
+	$(VPY) -m flink_bridge.generate_checkpoint_restores
 
 clean:
 	rm -rf $(WORK)/venv $(WORK)/venv-airflow $(WORK)/jvm

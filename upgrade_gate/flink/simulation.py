@@ -34,7 +34,7 @@ class Simulation:
 
 
 def simulate(metadata: CheckpointMetadata, graph: StreamGraph, ids: OperatorIds, pointer: str, *,
-             allow_non_restored_state: bool, matching: str) -> Simulation:
+             allow_non_restored_state: bool, matching: str, old_graph: StreamGraph | None = None) -> Simulation:
     vertices = execution_job_vertices(ids, graph.by_id)
     load = None
     try:
@@ -44,7 +44,7 @@ def simulate(metadata: CheckpointMetadata, graph: StreamGraph, ids: OperatorIds,
         if not ids.flink_version.reads_metadata(metadata.version):
             raise unreadable_version(metadata.version)
         load = load_and_validate(metadata, vertices, pointer, allow_non_restored_state)
-        assignment = assign_states(load, vertices, graph, matching, ids.hasher)
+        assignment = assign_states(load, vertices, graph, matching, ids.hasher, old_graph)
     except RestoreFailure as failure:
         return Simulation(vertices, load, None, failure)
     return Simulation(vertices, load, assignment, None)

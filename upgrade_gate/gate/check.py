@@ -187,10 +187,13 @@ def _evaluate(metadata: CheckpointMetadata, side: misrouting.GraphSide, hasher: 
     --allowNonRestoredState, so losses and misrouting are still named, findings, verdict)."""
     graph = side.graph
     ids = compute_operator_ids(graph, hasher, version)
-    sim = simulate(metadata, graph, ids, pointer, allow_non_restored_state=allow, matching=matching)
+    old_stream = old.graph if old is not None else None
+    sim = simulate(metadata, graph, ids, pointer, allow_non_restored_state=allow, matching=matching,
+                   old_graph=old_stream)
     shown = sim
     if sim.failure is not None and not allow:
-        hypothetical = simulate(metadata, graph, ids, pointer, allow_non_restored_state=True, matching=matching)
+        hypothetical = simulate(metadata, graph, ids, pointer, allow_non_restored_state=True, matching=matching,
+                                old_graph=old_stream)
         shown = hypothetical if hypothetical.failure is None else sim
     # the state-schema rule reads state files, so it is this module's link in the chain: SNAPSHOT_RULES
     # stays free of I/O and of the import it would need

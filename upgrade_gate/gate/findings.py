@@ -20,6 +20,7 @@ from typing import Any
 from hashing.graph import StreamGraph
 from hashing.job_graph import OperatorIDPair
 from hashing.operator_ids import OperatorIds
+from upgrade_gate.flink.assignment import channel_state, finished_state
 from upgrade_gate.flink.assignment.keyed_state import has_keyed_input
 from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
@@ -263,6 +264,17 @@ def keyed_state_without_keyed_input(ctx: RuleContext, nid: int, r: OperatorResto
          f"but no keyed input, so it cannot be the operator that wrote it"])
 
 
+def finished_and_in_flight(ctx: RuleContext, _: Findings) -> Iterator[Finding]:
+    """What happens to operators that had finished (FLIP-147) and to an unaligned checkpoint's in-flight
+    records, in plain words (`finished_state.explain`, `channel_state.explain`)."""
+    a = ctx.sim.assignment
+    if a is None:
+        return
+    for text in (*finished_state.explain(a.operators, ctx.graph),
+                 *channel_state.explain(a.operators, a.vertices, ctx.graph)):
+        yield Note(text)
+
+
 def mixed_max_parallelism(ctx: RuleContext, _: Findings) -> Iterator[Finding]:
     for v in ctx.sim.vertices:
         if v.mixed_max_parallelism:
@@ -274,7 +286,8 @@ def mixed_max_parallelism(ctx: RuleContext, _: Findings) -> Iterator[Finding]:
 OPERATOR_RULES: tuple[OperatorRule, ...] = (overwritten_by_next_pair, coordinator_not_restored,
                                             keyed_state_without_keyed_input)
 SNAPSHOT_RULES: tuple[SnapshotRule, ...] = (restore_fails_losses, dropped_by_allow_non_restored,
-                                            taken_by_no_operator, per_operator, claimed_by_several)
+                                            taken_by_no_operator, per_operator, claimed_by_several,
+                                            finished_and_in_flight)
 
 
 def collect(ctx: RuleContext, rules: Iterable[SnapshotRule] = SNAPSHOT_RULES) -> Findings:

@@ -9,7 +9,11 @@ or one of three discovery forms, each resolved to one snapshot directory before 
   `<dir>/<32-hex JobID>/chk-<n>` (`FsCheckpointStorageAccess`). The newest complete snapshot of that
   job is chosen. Without `job-id`, or when the id's first 6 hex digits are shared by several jobs, a
   directory holding more than one job is refused with the candidates listed. `kind=savepoint` or
-  `kind=checkpoint` restricts the search to one of the two layouts.
+  `kind=checkpoint` restricts the search to one of the two layouts. DIR may also be one job's own
+  checkpoint folder (`<state.checkpoints.dir>/<JobID>`, holding `chk-<n>/`, `shared/`, `taskowned/`):
+  `latest:DIR` then picks its latest complete retained checkpoint, what a restart or the Kubernetes
+  operator's `last-state` upgrade restores. Checkpoints of one job are ordered by their number (Flink's
+  checkpoint counter), not by file times, which copies and uploads do not keep.
 * `flink-rest://host:port/<job name or JobID>` (`flink-rest+https://` for TLS; `user:password@` for
   basic auth): Flink's REST API. `/jobs/overview` finds the job, `/jobs/<id>/checkpoints` gives
   `latest.savepoint.external_path` and `latest.completed.external_path` (Flink's
@@ -61,7 +65,8 @@ TERMINAL = ("FINISHED", "CANCELED", "FAILED", "SUSPENDED")
 
 SYNTAX_HELP = ("a savepoint or retained checkpoint: a directory, a _metadata file, file:// or s3:// (a job's own "
                "folder selects its newest), or discovery: latest:DIR?job-id=JOBID (a flat state.savepoints.dir / "
-               "state.checkpoints.dir, newest of that job), flink-rest://HOST:PORT/JOB (JOB = name or id: its latest "
+               "state.checkpoints.dir, newest of that job; DIR=<checkpoints dir>/<JOBID>: its latest complete retained "
+               "checkpoint), flink-rest://HOST:PORT/JOB (JOB = name or id: its latest "
                "savepoint or retained checkpoint per Flink's REST API; flink-rest+https:// for TLS), k8s:FILE.yaml "
                "(the savepoint a FlinkDeployment/FlinkSessionJob's status records; #NAME picks one of several)")
 
@@ -167,6 +172,12 @@ def _local_flat(root: Path) -> list[_Candidate]:
                 continue
         else:
             dirs.append(e.name)
+    own = root.name if _JOB_ID.fullmatch(root.name) else "?"
+    for e in entries:  # DIR is one job's checkpoint folder: its chk-<n>/ directly
+        if e.is_dir(follow_symlinks=False) and (c := _CHECKPOINT_NAME.fullmatch(e.name)):
+            meta = root / e.name / METADATA_FILE_NAME
+            if meta.is_file():
+                found.append(_Candidate(own, "checkpoint", meta.stat().st_mtime, int(c.group(1)), str(root / e.name)))
     for rel in dirs:
         info = _classify(rel)
         meta = root / rel / METADATA_FILE_NAME
@@ -231,6 +242,14 @@ def _s3_flat(uri: str, client: Any | None, job_id: str | None) -> list[_Candidat
             modified = _s3_modified(client, bucket, f"{chk}{METADATA_FILE_NAME}", deadline) if info else None
             if info and modified is not None:
                 found.append(_Candidate(info[0], info[1], modified, info[2], f"s3://{bucket}/{chk.rstrip('/')}"))
+    own = root.rstrip("/").rsplit("/", 1)[-1]
+    if not found or _JOB_ID.fullmatch(own):  # DIR may be one job's checkpoint folder: its chk-<n>/ directly
+        for chk in _s3_folders(client, bucket, f"{root}chk-", deadline):
+            c = _CHECKPOINT_NAME.fullmatch(chk[len(root):].rstrip("/"))
+            modified = _s3_modified(client, bucket, f"{chk}{METADATA_FILE_NAME}", deadline) if c else None
+            if c and modified is not None:
+                found.append(_Candidate(own if _JOB_ID.fullmatch(own) else "?", "checkpoint", modified,
+                                        int(c.group(1)), f"s3://{bucket}/{chk.rstrip('/')}"))
     return found
 
 
@@ -252,6 +271,9 @@ def _count(cands: list[_Candidate]) -> str:
 
 
 def _newest(cands: list[_Candidate]) -> _Candidate:
+    """The newest by file time; among retained checkpoints of one job, the highest checkpoint number."""
+    if all(c.kind == "checkpoint" for c in cands) and len({c.job for c in cands}) == 1:
+        return max(cands, key=lambda c: (c.number, c.mtime, c.location))
     return max(cands, key=lambda c: (c.mtime, c.number, c.location))
 
 
@@ -284,7 +306,7 @@ def _latest(spec: str, client: Any | None) -> Found:
                            f"retained checkpoint (<job id>/chk-<n>/{METADATA_FILE_NAME}) in this directory")
     cands = [c for c in every if opts.get("kind") in (None, c.kind)]
     if job_id:
-        cands = [c for c in cands if (c.job.startswith(job_id) if c.kind == "checkpoint"
+        cands = [c for c in cands if (c.job.startswith(job_id) or c.job == "?" if c.kind == "checkpoint"
                                       else job_id.startswith(c.job) if len(job_id) >= 6 else False)]
     if not cands:
         what = f"{opts['kind']}s" if opts.get("kind") else "snapshots"

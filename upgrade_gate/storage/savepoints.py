@@ -2,7 +2,9 @@
 
 A savepoint can be named by its directory, by its `_metadata` file/object, or by a prefix holding
 several snapshot directories of ONE job: then the newest *complete* one (it has `_metadata`;
-newest by the modification time of that file, ties broken by the larger name) is chosen. A prefix
+newest by the modification time of that file, ties broken by the larger name) is chosen. A job's
+retained-checkpoint folder (`<JobID>/` holding `chk-<n>/`, `shared/`, `taskowned/`) selects its highest
+complete `chk-<n>` (on S3 by listing `chk-*` one level, never the `shared/` objects). A prefix
 (or a bucket) whose complete snapshots belong to several jobs is refused as ambiguous rather than
 handing over another job's savepoint; see `one_job_or_refuse` for how the job is told apart.
 Everything here is read-only: only stat/list/get calls, never put, copy or delete, because a
@@ -36,6 +38,7 @@ SHOWN_CANDIDATES = 5
 # digits (org.apache.flink.runtime.state.filesystem.AbstractFsCheckpointStorageAccess#createSavepointDirectory).
 # Checkpoints live in "<checkpoint dir>/<JobID>/chk-<n>" (FsCheckpointStorageAccess), so their job is the parent.
 _SAVEPOINT_DIR = re.compile(r"savepoint-([0-9a-f]{6})-[0-9a-f]{12}")
+_CHECKPOINT_DIR = re.compile(r"chk-(\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,11 @@ def one_job_or_refuse(name: str, snapshot_dirs: list[str], shown: list[str]) -> 
 
 # ---- local files ------------------------------------------------------------------------
 def _newest(candidates: list[tuple[float, str, Any]]) -> Any:
+    """Newest by modification time; when every candidate is a `chk-<n>` of one folder (a job's retained
+    checkpoints), the highest checkpoint number: Flink's counter, which copies and uploads keep."""
+    numbers = [_CHECKPOINT_DIR.fullmatch(Path(c[1]).name) for c in candidates]
+    if candidates and all(numbers) and len({str(Path(c[1]).parent) for c in candidates}) == 1:
+        return max(zip(numbers, candidates, strict=True), key=lambda x: int(x[0].group(1)))[1][2]  # type: ignore[union-attr]
     return max(candidates, key=lambda c: (c[0], c[1]))[2]
 
 
@@ -166,6 +174,30 @@ def newest_metadata_key(client: Any, bucket: str, prefix: str, deadline: Deadlin
     return max(found)[1] if found else None
 
 
+def _latest_s3_checkpoint(client: Any, bucket: str, prefix: str, deadline: Deadline) -> tuple[Any, str] | None:
+    """(LastModified, key) of the `_metadata` of the highest complete `chk-<n>/` directly under `prefix`
+    (one job's checkpoint folder), listing one level only: its `shared/` can hold millions of SSTs."""
+    uri = f"s3://{bucket}/{prefix}"
+    folders: list[tuple[int, str]] = []
+    try:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}chk-",
+                                                                     Delimiter="/"):
+            deadline.check(uri)
+            for cp in page.get("CommonPrefixes", ()):
+                m = _CHECKPOINT_DIR.fullmatch(cp["Prefix"][len(prefix):].rstrip("/"))
+                if m:
+                    folders.append((int(m.group(1)), cp["Prefix"]))
+    except StorageError:
+        raise
+    except Exception as exc:
+        raise s3_error(uri, exc, deadline) from None
+    for _, folder in sorted(folders, reverse=True):  # the newest complete one: it has _metadata
+        key = f"{folder}{METADATA_FILE_NAME}"
+        if _exists(client, bucket, key, deadline):
+            return 0, key
+    return None
+
+
 def _read_s3(uri: str, max_bytes: int, client: Any | None, job_folder: bool) -> MetadataBlob:
     bucket, key = split_s3(uri)
     deadline = Deadline()
@@ -179,7 +211,8 @@ def _read_s3(uri: str, max_bytes: int, client: Any | None, job_folder: bool) -> 
             meta_key = direct
         else:
             below = f"{prefix}/" if prefix else ""
-            found = metadata_candidates(client, bucket, below, deadline)
+            checkpoint = _latest_s3_checkpoint(client, bucket, below, deadline)
+            found = [checkpoint] if checkpoint else metadata_candidates(client, bucket, below, deadline)
             if not found:
                 raise StorageError(f"{uri}: no complete savepoint ({METADATA_FILE_NAME}) under this prefix")
             if not job_folder:

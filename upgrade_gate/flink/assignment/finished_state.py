@@ -14,7 +14,7 @@ from hashing.graph import Partitioner, StreamGraph
 from upgrade_gate.flink.assignment.errors import RestoreFailure
 from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
 
-__all__ = ["ALL_RUNNING", "FULLY_FINISHED", "PARTIALLY_FINISHED", "operator_finished_state",
+__all__ = ["ALL_RUNNING", "FULLY_FINISHED", "PARTIALLY_FINISHED", "explain", "operator_finished_state",
            "validate_operators_finished_state"]
 
 ALL_RUNNING, PARTIALLY_FINISHED, FULLY_FINISHED = "ALL_RUNNING", "PARTIALLY_FINISHED", "FULLY_FINISHED"
@@ -85,3 +85,41 @@ def validate_operators_finished_state(per_vertex: list[list[OperatorRestore]], g
                     "Illegal JobGraph modification. Cannot run a program with partially finished vertices "
                     f"predeceased with all running ones. {where} has a all running predecessor",
                     _FLINK_RUNTIME_EXCEPTION, stage="finished state")
+
+
+def _label(r: OperatorRestore) -> str:
+    return f"'{(r.old.name if r.old is not None else None) or r.pair.name}'"
+
+
+def explain(operators: dict[int, OperatorRestore], graph: StreamGraph) -> list[str]:
+    """Plain sentences for the report about operators that had finished when the snapshot was taken.
+
+    What real Flink 1.20 and 2.3 did with them (tests/fixtures/checkpoints/*/finished-*): a job vertex
+    whose operators all finished is deployed as finished: no state comes back, it never runs or emits
+    again, and what it had sent before the snapshot is already in its consumers' state; an operator
+    fed only by finished ones gets end-of-input at once and finishes too. Partially finished operators
+    restore only their running subtasks' state."""
+    finished = [r for r in operators.values() if r.old is not None and operator_finished_state(r) == FULLY_FINISHED]
+    partial = [r for r in operators.values() if operator_finished_state(r) == PARTIALLY_FINISHED]
+    out: list[str] = []
+    if finished:
+        names = ", ".join(_label(r) for r in finished)
+        out.append(f"{names} had finished before this snapshot was taken (a bounded input ran out; FLIP-147): "
+                   f"Flink restores {'it' if len(finished) == 1 else 'them'} as finished. Nothing is restored into "
+                   f"{'it' if len(finished) == 1 else 'them'}, {'it does' if len(finished) == 1 else 'they do'} "
+                   f"not run or emit again, and what {'it' if len(finished) == 1 else 'they'} emitted before the "
+                   f"snapshot is already in the downstream operators' restored state.")
+        done = {r.node_id for r in finished}
+        fed_only = [r for r in operators.values() if r.node_id not in done and graph.in_edges.get(r.node_id)
+                    and all(e.source in done for e in graph.in_edges[r.node_id])]
+        if fed_only:
+            out.append(f"{', '.join(_label(r) for r in fed_only)} {'is' if len(fed_only) == 1 else 'are'} fed only by "
+                       f"finished operators: {'it gets' if len(fed_only) == 1 else 'they get'} end-of-input at once "
+                       f"and finish{'es' if len(fed_only) == 1 else ''} without processing a record.")
+        out.append("A finished operator cannot take a new operator chained to it (Flink 1.20 and 2.x refuse a job "
+                   "vertex that mixes finished and running operators); add new operators behind a finished one in "
+                   "their own chain (startNewChain or disableChaining).")
+    if partial:
+        out.append(f"Some subtasks of {', '.join(_label(r) for r in partial)} had finished before the snapshot: "
+                   f"only the running subtasks' state is restored, the finished ones start finished.")
+    return out

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from hashing.graph import Factory, StreamGraph
 from hashing.job_graph import OperatorIDPair
 from upgrade_gate.flink.assignment import errors
-from upgrade_gate.flink.assignment.channel_state import check_channel_state
+from upgrade_gate.flink.assignment.channel_state import ChannelTopology, check_channel_state
 from upgrade_gate.flink.assignment.finished_state import validate_operators_finished_state
 from upgrade_gate.flink.assignment.job import ExecutionJobVertex
 from upgrade_gate.flink.assignment.keyed_state import key_group_partitions, reassign_keyed
@@ -101,10 +101,11 @@ def _repartition(st: OperatorState, kind: str, new_parallelism: int) -> list[New
 
 
 def assign_states(load: LoadResult, vertices: list[ExecutionJobVertex], graph: StreamGraph,
-                  matching: str = "fixed", hasher: str = "v2") -> Assignment:
+                  matching: str = "fixed", hasher: str = "v2", old_graph: StreamGraph | None = None) -> Assignment:
     local = dict(load.kept)
     per_vertex = [match_vertex(v, local, matching, hasher) for v in vertices]
     validate_operators_finished_state(per_vertex, graph)
+    channels = ChannelTopology.of(per_vertex, graph, old_graph)
     operators: dict[int, OperatorRestore] = {}
     for vertex, restores in zip(vertices, per_vertex, strict=True):
         task = TaskStateAssignment(vertex, restores)
@@ -119,7 +120,7 @@ def assign_states(load: LoadResult, vertices: list[ExecutionJobVertex], graph: S
         # `assignAttemptState`'s order: parallelism preconditions first, the channel-state check
         # (`reDistributeInputChannelStates` / `reDistributeResultSubpartitionStates`) after them
         maxp = _check_parallelism_preconditions(vertex, task.old_states, vertex.max_parallelism)
-        check_channel_state(task)
+        check_channel_state(task, channels)
         partitions = key_group_partitions(maxp, vertex.parallelism)
         for r in restores:
             r.max_parallelism = maxp
@@ -135,4 +136,5 @@ def assign_states(load: LoadResult, vertices: list[ExecutionJobVertex], graph: S
         if r.old is not None and r.old.coordinator_state is not None:
             node = graph.by_id[r.node_id]
             r.coordinator_restored = r.matched_by == "generated" and node.factory is Factory.SOURCE
+    channels.raise_task_failures()  # tasks fail only after every vertex was assigned
     return Assignment(operators, vertices, load, local)
