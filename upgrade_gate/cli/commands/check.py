@@ -100,9 +100,21 @@ def render_table(res: CheckResult) -> str:
             lines += [paragraph(f"- state {x['operator_id']}: {where}"),
                       f"    {x['action']}" if x["action"] else "    (nothing to pin)",
                       paragraph(f"    why: {x['reason']}", indent="    ")]
+    refused = []
+    names = {o["operator_id"]: o["name"] or o["new_node_name"] for o in res.operators}
+    for d in res.schema_changes:  # state schema changes Flink cannot migrate (state_schema_diff); the rest are warnings
+        if d["compatibility"] == "INCOMPATIBLE":
+            what = "; ".join(f"{c['path'] + ': ' if c['path'] else ''}{c['change']} ({c['old']} -> {c['new']})"
+                             for c in d["changes"])
+            # a 1.x savepoint names no operator (the diff labels it by id): the new job's name then
+            op = (names.get(d["operator_id"]) or d["operator"]) if d["operator"] == d["operator_id"] else d["operator"]
+            refused.append(paragraph(f"schema change (the restore fails): operator {op}: state '{d['state']}' "
+                                     f"({d['kind']}): {what}. Flink: {d['flink_error']}"))
     for c in res.config:  # refused settings of the new job on Flink 2.x (config_rules); the rest are warnings
         if c["blocking"]:
-            lines.append(paragraph(f"config (the job will not start): {c['text']}. Fix: {c['remedy']}"))
+            refused.append(paragraph(f"config (the job will not start): {c['text']}. Fix: {c['remedy']}"))
+    if refused:
+        lines += ["", *refused]
     for w in res.warnings:
         lines.append(paragraph(f"warning: {w}"))
     return "\n".join(lines) + "\n"
