@@ -27,7 +27,7 @@ help:
 	@echo "make fixtures - regenerate the committed fixtures from real Flink 1.20.5, 2.0.2 and 2.3.0"
 	@echo "make fuzz   - the long fuzz runs: _metadata, graph specs (100,000 inputs), state meta; the full upgrade fault matrix"
 
-$(VENV)/.installed: requirements.txt pyproject.toml
+$(VENV)/.installed: requirements.txt pyproject.toml setup.py hashing/_fastids.c
 	@test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q -c requirements.txt $(CORE_PKGS)
 	$(VPY) -m pip install -q --no-deps -e .
@@ -35,7 +35,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 venv: $(VENV)/.installed
 
-$(AF_VENV)/.installed: requirements.txt pyproject.toml
+$(AF_VENV)/.installed: requirements.txt pyproject.toml setup.py hashing/_fastids.c
 	@test -x $(AF_PY) || $(PY) -m venv $(AF_VENV)
 	$(AF_PY) -m pip install -q -c requirements.txt $(AIRFLOW_PKGS)
 	$(AF_PY) -m pip install -q --no-deps -e .
@@ -89,6 +89,7 @@ bench: flink
 fuzz: flink $(AF_VENV)/.installed
 	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q -s tests/flink/test_metadata_fuzz.py
 	UPGRADE_GATE_GRAPH_FUZZ_EXAMPLES=100000 $(VPY) -m pytest -q -s tests/hashing/test_graph_fuzz.py
+	UPGRADE_GATE_FASTIDS_GRAPHS=100000 $(VPY) -m pytest -q tests/hashing/test_fastids.py
 	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q tests/flink/test_state_meta.py -k corrupt
 	UPGRADE_GATE_FULL_CHECKPOINT_RESTORES=1 $(VPY) -m pytest -q tests/gate/test_checkpoint_restores_rerun.py
 	UPGRADE_FAULTS_FULL=1 $(AF_PY) -m pytest -q tests/airflow/test_upgrade_faults.py

@@ -7,6 +7,12 @@ sources sorted by id, BFS in out-edge order, a node with unhashed inputs is drop
 re-enqueued by its last parent, a node with a uid is hashed on first poll regardless of its
 inputs, the traverse id is the number of hashes so far, and inputs are mixed byte-wise in
 in-edge order with Java `byte` arithmetic.
+
+The rules run compiled when `hashing._fastids` (hashing/_fastids.c, built by `pip install -e .`)
+is importable: one C call per graph gives the chainable edges and the V2 and/or V3 hashes. The
+Python functions below are the reference it was ported from and the fallback when no compiler
+was available; tests/hashing/test_fastids.py checks both agree on every fixture and on random
+graphs (docs/performance.md, "Operator IDs").
 """
 
 from __future__ import annotations
@@ -16,8 +22,18 @@ from collections import deque
 
 from hashing.chaining import chainable_out_edge_counts
 from hashing.errors import FlinkError
-from hashing.graph import StreamGraph
+from hashing.graph import ChainingStrategy, ExchangeMode, Factory, Partitioner, StreamEdge, StreamGraph, StreamNode
 from hashing.murmur import traverse_id_hash, uid_hash
+
+try:
+    from hashing import _fastids
+except ImportError:  # built without a C compiler: the Python rules below do the work
+    _fastids = None
+else:
+    _fastids.configure((ChainingStrategy.NEVER, ChainingStrategy.HEAD, ChainingStrategy.HEAD_WITH_SOURCES,
+                        Partitioner.FORWARD, Partitioner.FORWARD_FOR_CONSECUTIVE_HASH, ExchangeMode.BATCH,
+                        Factory.SOURCE, Factory.LEGACY_SOURCE, Factory.YIELDING), StreamNode, StreamEdge)
+COMPILED = _fastids is not None
 
 # (b * 37) & 0xFF for every byte: Java's `(byte) (hash[j] * 37 ^ other[j])` keeps 8 bits only,
 # so the multiplication can be done with `bytes.translate` and the XOR on a 128-bit int.
@@ -29,8 +45,36 @@ HASH_COLLISION_MSG = ('Hash collision on user-specified ID "{uid}". Most likely 
 BAD_UID_HASH_MSG = "Node hash must be a 32 character String that describes a hex code. Found: {hash}"
 
 
+def stream_graph_hashes(graph: StreamGraph, *, v2: bool, v3: bool, compiled: bool = True,
+                        ) -> tuple[dict[int, bytes] | None, dict[int, bytes] | None]:
+    """The V2 and/or V3 hashes of one graph in one pass (`compute_operator_ids` under V3 needs both).
+
+    Compiled when possible; the chainable edges it finds are cached on the graph for `chains`. A
+    graph the compiled code does not handle (it returns None: a cycle, an unknown edge end) and
+    `compiled=False` go through the Python rules, which also raise the product's errors.
+    """
+    if compiled and _fastids is not None:
+        done = _fastids.hash_graph(graph.nodes, graph.edges, graph.chaining_enabled,
+                                   graph.chain_operators_with_different_max_parallelism, v2, v3)
+        if done is not None:
+            chainable, h2, h3 = done
+            graph.cache.setdefault("chainable_edges", chainable)
+            for h in (h2, h3):
+                if isinstance(h, str):
+                    raise FlinkError(HASH_COLLISION_MSG.format(uid=h))
+            return h2, h3
+    return (traverse_python(graph, chained_output_terms=True) if v2 else None,
+            traverse_python(graph, chained_output_terms=False) if v3 else None)
+
+
 def traverse_stream_graph(graph: StreamGraph, *, chained_output_terms: bool) -> dict[int, bytes]:
-    """Node id -> 16-byte hash, in the order Flink computes them (dict order = traverse ids).
+    """Node id -> 16-byte hash, in the order Flink computes them (dict order = traverse ids)."""
+    h2, h3 = stream_graph_hashes(graph, v2=chained_output_terms, v3=not chained_output_terms)
+    return h2 if chained_output_terms else h3  # type: ignore[return-value]
+
+
+def traverse_python(graph: StreamGraph, *, chained_output_terms: bool) -> dict[int, bytes]:
+    """The reference rules in Python: node id -> 16-byte hash, in Flink's order (dict order = traverse ids).
 
     Hot path (fleets hash millions of nodes): nodes are addressed by position, readiness is a
     counter of unhashed in-edges instead of a scan, and the byte mixing works on one 128-bit

@@ -12,7 +12,7 @@ from typing import Any
 
 from hashing.errors import FlinkError, InputError
 from hashing.graph import StreamGraph
-from hashing.hashers import HASHERS, StreamGraphHasherV2, StreamGraphUserHashHasher
+from hashing.hashers import HASHERS, StreamGraphUserHashHasher, stream_graph_hashes
 from hashing.job_graph import JobVertex, OperatorIDPair, chains
 from hashing.versions import FlinkVersion
 
@@ -77,8 +77,15 @@ def _per_graph(graph: StreamGraph, key: str, make: Callable[[StreamGraph], Any])
 
 
 def _compute(graph: StreamGraph, hasher: str, version: FlinkVersion) -> OperatorIds:
-    v2 = _per_graph(graph, "v2_hashes", StreamGraphHasherV2().traverse_stream_graph_and_generate_hashes)
-    primary = v2 if hasher == "v2" else HASHERS[hasher]().traverse_stream_graph_and_generate_hashes(graph)
+    v2 = graph.cache.get("v2_hashes")
+    if hasher == "v2":
+        if v2 is None:
+            v2 = graph.cache["v2_hashes"] = stream_graph_hashes(graph, v2=True, v3=False)[0]
+        primary = v2
+    else:  # V3 with V2 as the fallback ids: one pass computes both (hashing/hashers.py)
+        v2_new, primary = stream_graph_hashes(graph, v2=v2 is None, v3=True)
+        if v2 is None:
+            v2 = graph.cache["v2_hashes"] = v2_new
     user = _per_graph(graph, "user_hashes", StreamGraphUserHashHasher().traverse_stream_graph_and_generate_hashes)
     _check_names_and_uids(graph, version)
 
