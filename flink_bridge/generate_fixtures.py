@@ -8,6 +8,9 @@ key-group vectors from `KeyGroupRangeAssignment`. Here the output is split into 
 file per case and written with sorted keys, so a re-run is byte-identical and a diff shows
 exactly what a Flink release changed.
 
+Then the SQL restore scenarios (flink_bridge/generate_restores.py --sql: real SQL jobs restored by real
+Flink, `tests/fixtures/restores/<release>/sql-*/`), unless `--no-sql-restores`.
+
 Layout: `<out>/<release>/graphs/<case>.json` (a spec plus Flink's results, or Flink's error when
 only the job graph failed), `<out>/<release>/graph_errors/<case>.json` (Flink refused to build
 the StreamGraph at all, so there is no spec, only the error) and `<out>/<release>/keygroups.json`.
@@ -95,12 +98,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--versions", nargs="+", default=list(DEFAULT_VERSIONS),
                         help="Flink versions (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: %(default)s)")
+    parser.add_argument("--no-sql-restores", action="store_true",
+                        help="skip the SQL restore scenarios (a few minutes per release)")
     args = parser.parse_args(argv)
     for version in args.versions:
         start = time.monotonic()
         cases, keys = generate(version, args.out)
         print(f"[oracle] Flink {release_of(version)}: {cases} graph cases, {keys} key vectors "
               f"-> {args.out / release_of(version)} ({time.monotonic() - start:.1f} s)", flush=True)
+    if not args.no_sql_restores:
+        from flink_bridge.generate_restores import FIXTURES, generate_sql  # runs jobs: only when asked
+
+        start = time.monotonic()
+        written = generate_sql(list(args.versions), FIXTURES)
+        print(f"[restores] {len(written)} SQL restore scenarios -> {FIXTURES} ({time.monotonic() - start:.0f} s)",
+              flush=True)
     return 0
 
 

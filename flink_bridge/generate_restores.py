@@ -11,7 +11,12 @@ keyed entries, key-group range, max parallelism). Kept under
 `_metadata`, all state inline) are shared per job-A shape under `<release>/savepoints/<shape>/`.
 The `cross-version` scenario restores the other release's `identical` savepoint.
 
-Usage: python -m flink_bridge.generate_restores [--versions 1.20 2.3] [--scenarios ...] [--out DIR]
+SQL jobs (`--sql`, flink_bridge/sql_scenarios.py) go through the same steps with the Java tool
+`ugate.sql.SqlMain`: job graphs built by the exporter's own path (ExportMain#fromSql, SpecDumper),
+and which operators got state back read from the state backend at restore (RecordingBackend).
+They are kept under `<release>/sql-*/` with their scripts and plans beside the outcome.
+
+Usage: python -m flink_bridge.generate_restores [--versions 1.20 2.3] [--scenarios ...] [--sql] [--out DIR]
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import time
 from pathlib import Path
 
 from flink_bridge.dist import REPO_ROOT, WORK_DIR, ensure_flink, release_of
-from flink_bridge.jvm import flink_conf_dir, java_command
+from flink_bridge.jvm import flink_conf_dir, java_command, run_process
+from flink_bridge.sql_scenarios import PLANS, SQL_SCENARIOS, SqlScenario
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "restores"
 VERSIONS = ("1.20", "2.3")
@@ -135,14 +141,140 @@ def generate(versions: list[str], scenarios: list[str], out: Path) -> list[Path]
     return written
 
 
+def _sql_stage(release: str) -> Path:
+    return WORK_DIR / "restores-stage-sql" / release
+
+
+def _compile_plans(release: str, stage: Path) -> None:
+    """Each plan in its own JVM, as a user compiles it in a fresh SQL client session."""
+    plans = stage / "plans"
+    plans.mkdir(parents=True, exist_ok=True)
+    for name, script in PLANS.items():
+        (plans / f"{name}.sql").write_text(script)
+        cmd = java_command("restores", release, "upgradegate.bridge.PlanCompiler",
+                           [str(plans / f"{name}.sql"), str(plans / f"{name}.json")], heap="512m")
+        env = dict(os.environ, FLINK_CONF_DIR=str(flink_conf_dir("restores-conf", "ERROR")))
+        proc = run_process(cmd, timeout=600, env=env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"PlanCompiler {name} (Flink {release}) failed:\n{proc.stderr[-3000:]}")
+
+
+def _stage_sql(sc: SqlScenario, stage: Path, plans: Path) -> None:
+    d = stage / sc.name
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    (d / "a.sql").write_text(sc.a)
+    (d / "b.sql").write_text(sc.b)
+    for side, conf in (("a", sc.a_conf), ("b", sc.b_conf)):
+        if conf:
+            (d / f"{side}.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    for name in PLANS:
+        if f"'{name}.json'" in sc.a + sc.b:
+            shutil.copy2(plans / f"{name}.json", d / f"{name}.json")
+
+
+def run_sql_java(release: str, stage: Path, scenarios: list[SqlScenario], given: dict[str, str],
+                 timeout: float = 1800, graphs_only: bool = False) -> None:
+    """One JVM, one MiniCluster for the SQL scenarios of a release (state backend: RecordingBackend)."""
+    conf = flink_conf_dir("restores-conf", "ERROR")
+    args = [str(stage), *(["--graphs-only"] if graphs_only else [])]
+    for name, pointer in given.items():
+        args += ["--savepoint", f"{name}={pointer}"]
+    args += [f"{sc.name}:{sc.shape}" for sc in scenarios]
+    cmd = java_command("restores", release, "ugate.sql.SqlMain", args, heap="1g")
+    cmd.insert(1, f"-Dlog4j.configurationFile={conf / 'log4j.properties'}")
+    proc = run_process(cmd, timeout=timeout, env=dict(os.environ, FLINK_CONF_DIR=str(conf)))
+    for line in proc.stdout.splitlines():
+        if "\t" in line:
+            print(f"[restores] {release} {line}", file=sys.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"SqlMain (Flink {release}) exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+
+
+def _keep_sql(release: str, stage: Path, scenarios: list[SqlScenario], out: Path) -> list[Path]:
+    written = keep(release, stage, [sc.name for sc in scenarios if not sc.savepoint_from], out)
+    for sc in scenarios:
+        dest = out / release / sc.name
+        if sc.savepoint_from:
+            src = stage / sc.name / "outcome.json"
+            if not src.is_file():
+                continue
+            outcome = json.loads(src.read_text())
+            shape = _local(outcome["savepoint"]["pointer"]).parent.name  # the other release's shape folder
+            outcome["savepoint"]["fixture"] = f"../../{sc.savepoint_from[0]}/savepoints/{shape}"
+            outcome["flink_release"] = release
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.mkdir(parents=True)
+            (dest / "outcome.json").write_text(json.dumps(outcome, indent=1) + "\n")
+            for g in ("graph-b.json",):
+                (dest / g).write_text(json.dumps(json.loads((stage / sc.name / g).read_text()), indent=1) + "\n")
+            written.append(dest)
+        if dest.is_dir():
+            for f in sorted((stage / sc.name).iterdir()):
+                if f.suffix in (".sql", ".conf") or (f.suffix == ".json" and f.stem in PLANS):
+                    shutil.copy2(f, dest / f.name)
+    return written
+
+
+def redump_sql_graphs(versions: list[str], out: Path) -> list[Path]:
+    """Only rebuild graph-a/b.json of the staged SQL scenarios (after an exporter change); outcomes stay."""
+    written: list[Path] = []
+    for release in (release_of(v) for v in versions):
+        stage = _sql_stage(release)
+        todo = [sc for sc in SQL_SCENARIOS if (stage / sc.name / "outcome.json").is_file()]
+        given = {sc.name: "-" for sc in todo if sc.savepoint_from}
+        run_sql_java(release, stage, todo, given, graphs_only=True)
+        written += _keep_sql(release, stage, todo, out)
+    return written
+
+
+def generate_sql(versions: list[str], out: Path, names: list[str] | None = None) -> list[Path]:
+    """SQL scenarios on every release, then those restoring another release's savepoint."""
+    releases = [release_of(v) for v in versions]
+    chosen = [sc for sc in SQL_SCENARIOS if names is None or sc.name in names]
+    written: list[Path] = []
+    for crossing in (False, True):
+        for release in releases:
+            todo = [sc for sc in chosen if release in sc.releases and bool(sc.savepoint_from) == crossing]
+            if not todo:
+                continue
+            ensure_flink(release)
+            stage = _sql_stage(release)
+            if not crossing:  # each scenario's folder is replaced; other scenarios' stay for the crossing runs
+                _compile_plans(release, stage)
+            given: dict[str, str] = {}
+            for sc in todo:
+                plans = stage / "plans"
+                if sc.savepoint_from:
+                    other, base = sc.savepoint_from
+                    f = _sql_stage(other) / base / "outcome.json"
+                    if not f.is_file():
+                        continue
+                    given[sc.name] = json.loads(f.read_text())["savepoint"]["pointer"]
+                    plans = _sql_stage(other) / "plans"  # the plan compiled by the older release
+                _stage_sql(sc, stage, plans)
+            todo = [sc for sc in todo if not sc.savepoint_from or sc.name in given]
+            run_sql_java(release, stage, todo, given)
+            written += _keep_sql(release, stage, todo, out)
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--versions", nargs="+", default=list(VERSIONS))
     ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS))
     ap.add_argument("--out", type=Path, default=FIXTURES)
+    ap.add_argument("--sql", action="store_true", help="the SQL scenarios (flink_bridge/sql_scenarios.py) only")
+    ap.add_argument("--sql-graphs-only", action="store_true", help="re-dump the staged SQL scenarios' graphs")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
-    written = generate(args.versions, args.scenarios, args.out)
+    if args.sql_graphs_only:
+        written = redump_sql_graphs(args.versions, args.out)
+    elif args.sql:
+        chosen = None if args.scenarios == list(SCENARIOS) else args.scenarios
+        written = generate_sql(args.versions, args.out, chosen)
+    else:
+        written = generate(args.versions, args.scenarios, args.out)
     print(f"[restores] {len(written)} scenario outcomes in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     return 0
 

@@ -40,7 +40,7 @@ class Scenario:
         return self.outcome["savepoint"]["pointer"]
 
     def check(self, allow: bool) -> CheckResult:
-        return check_upgrade(load_savepoint(str(self.savepoint)), load_graph(self.dir / "graph-b.json").graph,
+        return check_upgrade(load_savepoint(str(self.savepoint)), load_graph(self.dir / "graph-b.json"),
                              flink_version=self.flink_version, allow_non_restored_state=allow, pointer=self.pointer)
 
     def __str__(self) -> str:

@@ -26,6 +26,8 @@ class LoadedGraph:
     assumptions: list[str] = field(default_factory=list)
     origin: str = ""
     extras: dict[int, dict[str, Any]] = field(default_factory=dict)  # node id -> DESCRIPTIVE_FIELDS present
+    # the exporter's top-level `sql_state`: per SQL operator its key and state row types (docs/graph-spec.md)
+    sql_state: dict[str, Any] | None = None
 
 
 def _extras(doc: Any) -> dict[int, dict[str, Any]]:
@@ -46,7 +48,9 @@ def parse_graph(doc: Any, origin: str) -> LoadedGraph:
         graph, assumptions = parse_execution_plan(doc, origin)
         return LoadedGraph(graph, "execution-plan", assumptions, origin)
     graph = parse_spec(doc, origin)
-    return LoadedGraph(graph, "spec", [], origin, _extras(doc))
+    sql_state = doc.get("sql_state") if isinstance(doc, dict) else None
+    return LoadedGraph(graph, "spec", [], origin, _extras(doc),
+                       sql_state if isinstance(sql_state, dict) and sql_state else None)
 
 
 def load_graph(path: str | Path) -> LoadedGraph:

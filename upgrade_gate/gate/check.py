@@ -60,7 +60,7 @@ from upgrade_gate.flink.assignment.state_assignment import MATCHING_MODES
 from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
 from upgrade_gate.flink.metadata.model import CheckpointMetadata
 from upgrade_gate.flink.simulation import Simulation, simulate
-from upgrade_gate.gate import findings, misrouting, state_schema_rules, upgrade_checks
+from upgrade_gate.gate import findings, misrouting, sql_state_rules, state_schema_rules, upgrade_checks
 from upgrade_gate.gate import remedies as remedies_mod
 from upgrade_gate.gate.findings import state_names
 from upgrade_gate.storage.savepoints import load_savepoint
@@ -257,6 +257,9 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | Stre
     extra = upgrade_checks.run(metadata, sim, version, old_savepoint=old_savepoint,
                                new_job_savepoint=new_job_savepoint,
                                flink_config=str(flink_config) if flink_config is not None else None, settings=settings)
+    sql_errors = sql_state_rules.check(metadata, sim, side)
+    if sql_errors:  # a SQL operator kept its ID, its key or state row changed (upgrade_gate/gate/sql_state_rules.py)
+        extra = sql_state_rules.fold(extra, sql_errors, metadata)
     if extra.blocks:  # Flink refuses the state schema or the configuration: the job does not start
         verdict = Verdict.RESTORE_FAILS
         remedied = Verdict.RESTORE_FAILS if remedied is not None else None

@@ -46,6 +46,7 @@ class GraphSide:
     graph: StreamGraph
     extras: dict[int, dict[str, Any]] = field(default_factory=dict)
     origin: str | None = None
+    sql_state: dict[str, Any] | None = None  # `LoadedGraph.sql_state`: SQL operators' key and state row types
 
 
 def load_side(source: LoadedGraph | StreamGraph | GraphSide | str | Path) -> GraphSide:
@@ -55,7 +56,7 @@ def load_side(source: LoadedGraph | StreamGraph | GraphSide | str | Path) -> Gra
     if isinstance(source, StreamGraph):
         return GraphSide(source)
     loaded = source if isinstance(source, LoadedGraph) else read_graph(str(source))
-    return GraphSide(loaded.graph, dict(loaded.extras), loaded.origin or None)
+    return GraphSide(loaded.graph, dict(loaded.extras), loaded.origin or None, loaded.sql_state)
 
 
 def _state_names(value: Any) -> tuple[str, ...] | None:

@@ -147,7 +147,12 @@ public final class ExportMain {
                 throw new IllegalArgumentException("unknown kind " + kind);
             }
             StreamGraph graph = builder.build(conf);
-            result.put("spec", SpecDumper.spec(graph));
+            Map<String, Object> spec = SpecDumper.spec(graph);
+            Map<String, Object> sqlState = SqlStateDumper.sqlState(graph);
+            if (!sqlState.isEmpty()) {
+                spec.put("sql_state", sqlState);  // SQL operators' state serializers: upgrade_gate/gate/sql_state_rules.py
+            }
+            result.put("spec", spec);
             Map<String, Object> assumed = assumed(conf, file, dynamic, !parallelism.isEmpty());
             result.put("assumed", assumed);
             // Only guesses are probed: a value given, or left to Flink's default by the config
@@ -335,7 +340,7 @@ public final class ExportMain {
      * Statements that would run a job of their own (SELECT, CREATE TABLE AS, ANALYZE, CALL, ...)
      * or change data (TRUNCATE, DELETE, UPDATE) are refused. Statements are split at `;` outside quotes.
      */
-    static StreamGraph fromSql(String path, Configuration conf) throws Exception {
+    public static StreamGraph fromSql(String path, Configuration conf) throws Exception {
         String script = new String(Files.readAllBytes(Paths.get(path)), StandardCharsets.UTF_8);
         StreamExecutionEnvironment env = environment(path, conf);
         StreamTableEnvironment tEnv = StreamTableEnvironment.create(env);

@@ -1,0 +1,129 @@
+"""The SQL jobs of the real restore generator (flink_bridge/generate_restores.py, `--sql`).
+
+Each scenario is job A and job B as SQL-client scripts over datagen sources at a bounded rate and
+blackhole sinks, so they run anywhere. A scenario whose job A is the same script as another's
+shares its savepoint (`shape`). `plans` are FLIP-190 plans compiled by real Flink, each in its own
+JVM (ExecNode ids come from a JVM-wide counter, so plans compiled in one session differ), and
+referenced by the scripts as `EXECUTE PLAN '<name>.json'` beside them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+_RATE = "50"
+
+
+def source(rate: str = _RATE) -> str:
+    return f"""CREATE TABLE clicks (
+  user_id INT, region INT, url STRING, amount BIGINT, ts TIMESTAMP(3), pt AS PROCTIME(),
+  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND
+) WITH ('connector' = 'datagen', 'rows-per-second' = '{rate}',
+  'fields.user_id.min' = '1', 'fields.user_id.max' = '20', 'fields.region.min' = '1', 'fields.region.max' = '5',
+  'fields.url.length' = '3', 'fields.amount.min' = '1', 'fields.amount.max' = '100');
+CREATE TABLE users (id INT, region INT, name STRING) WITH ('connector' = 'datagen', 'rows-per-second' = '5',
+  'fields.id.min' = '1', 'fields.id.max' = '20', 'fields.region.min' = '1', 'fields.region.max' = '5',
+  'fields.name.length' = '3');
+"""
+
+
+def sink(name: str, cols: str) -> str:
+    return f"CREATE TABLE {name} ({cols}) WITH ('connector' = 'blackhole');\n"
+
+
+AGG = "INSERT INTO totals SELECT user_id, COUNT(*) AS c FROM clicks GROUP BY user_id;\n"
+AGG_SQL = source() + sink("totals", "user_id INT, c BIGINT") + AGG
+AGG_FILTER_SQL = (source() + sink("totals", "user_id INT, c BIGINT")
+                  + "INSERT INTO totals SELECT user_id, COUNT(*) AS c FROM clicks WHERE amount > 10 "
+                    "GROUP BY user_id;\n")
+JOIN_SQL = (source() + sink("joined", "user_id INT, url STRING, name STRING")
+            + "INSERT INTO joined SELECT c.user_id, c.url, u.name FROM clicks c JOIN users u ON c.user_id = u.id;\n")
+WINDOW = ("INSERT INTO per_window SELECT user_id, window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE clicks, "
+          "DESCRIPTOR(ts), INTERVAL '{size}' SECONDS)) GROUP BY user_id, window_start, window_end;\n")
+WINDOW_SINK = sink("per_window", "user_id INT, ws TIMESTAMP(3), c BIGINT")
+DEDUP = ("INSERT INTO firsts SELECT user_id, url, amount FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY user_id "
+         "ORDER BY pt {order}) AS rn FROM clicks) WHERE rn = 1;\n")
+DEDUP_SINK = sink("firsts", "user_id INT, url STRING, amount BIGINT")
+TOPN = ("INSERT INTO top_amounts SELECT region, user_id, amount FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
+        "region ORDER BY amount DESC) AS rn FROM clicks) WHERE rn <= {n};\n")
+TOPN_SINK = sink("top_amounts", "region INT, user_id INT, amount BIGINT")
+MINI_BATCH = ("SET 'table.exec.mini-batch.enabled' = 'true';\nSET 'table.exec.mini-batch.allow-latency' = '1 s';\n"
+              "SET 'table.exec.mini-batch.size' = '100';\n")
+
+
+def _phase(strategy: str) -> str:
+    return MINI_BATCH + f"SET 'table.optimizer.agg-phase-strategy' = '{strategy}';\n"
+
+
+@dataclass(frozen=True)
+class SqlScenario:
+    """Job A and job B of one kind of SQL change; `b_conf` holds Flink settings of job B only."""
+
+    name: str
+    a: str
+    b: str
+    a_conf: dict[str, str] = field(default_factory=dict)
+    b_conf: dict[str, str] = field(default_factory=dict)
+    # A scenario restoring another release's savepoint: (release, scenario whose job A it takes).
+    savepoint_from: tuple[str, str] | None = None
+    releases: tuple[str, ...] = ("1.20.5", "2.3.0")
+
+    @property
+    def shape(self) -> str:
+        """Scenarios with the same job A (script and settings) share one savepoint."""
+        import hashlib
+        key = self.a + repr(sorted(self.a_conf.items()))
+        return "sql-" + hashlib.sha256(key.encode()).hexdigest()[:10]
+
+
+# Plans compiled by real Flink before the runs: name -> script (its single INSERT is compiled).
+PLANS = {"plan-agg": AGG_SQL, "plan-agg-filter": AGG_FILTER_SQL}
+EXEC_AGG_PLAN = source() + sink("totals", "user_id INT, c BIGINT") + "EXECUTE PLAN 'plan-agg.json';\n"
+
+SQL_SCENARIOS: tuple[SqlScenario, ...] = (
+    SqlScenario("sql-identical", AGG_SQL, AGG_SQL),
+    SqlScenario("sql-projection-after-aggregate", AGG_SQL, source() + sink("totals", "user_id INT, c BIGINT")
+                + "INSERT INTO totals SELECT user_id, c * 2 FROM (SELECT user_id, COUNT(*) AS c FROM clicks "
+                  "GROUP BY user_id);\n"),
+    SqlScenario("sql-filter-before-aggregate", AGG_SQL, AGG_FILTER_SQL),
+    SqlScenario("sql-count-to-sum", AGG_SQL, source() + sink("totals", "user_id INT, c BIGINT")
+                + "INSERT INTO totals SELECT user_id, SUM(amount) AS c FROM clicks GROUP BY user_id;\n"),
+    SqlScenario("sql-second-aggregate", AGG_SQL, source() + sink("totals", "user_id INT, c BIGINT, s BIGINT")
+                + "INSERT INTO totals SELECT user_id, COUNT(*) AS c, SUM(amount) AS s FROM clicks GROUP BY user_id;\n"),
+    SqlScenario("sql-group-key-same-type", AGG_SQL, source() + sink("totals", "user_id INT, c BIGINT")
+                + "INSERT INTO totals SELECT region, COUNT(*) AS c FROM clicks GROUP BY region;\n"),
+    SqlScenario("sql-group-key-other-type", AGG_SQL, source() + sink("totals", "url STRING, c BIGINT")
+                + "INSERT INTO totals SELECT url, COUNT(*) AS c FROM clicks GROUP BY url;\n"),
+    SqlScenario("sql-join-identical", JOIN_SQL, JOIN_SQL),
+    SqlScenario("sql-join-condition", JOIN_SQL, source() + sink("joined", "user_id INT, url STRING, name STRING")
+                + "INSERT INTO joined SELECT c.user_id, c.url, u.name FROM clicks c JOIN users u "
+                  "ON c.user_id = u.id AND c.region = u.region;\n"),
+    SqlScenario("sql-join-key-other-type", JOIN_SQL, source() + sink("joined", "user_id INT, url STRING, name STRING")
+                + "INSERT INTO joined SELECT c.user_id, c.url, u.name FROM clicks c JOIN users u ON c.url = u.name;\n"),
+    SqlScenario("sql-window-size", source() + WINDOW_SINK + WINDOW.format(size=10),
+                source() + WINDOW_SINK + WINDOW.format(size=20)),
+    SqlScenario("sql-dedup-ordering", source() + DEDUP_SINK + DEDUP.format(order="ASC"),
+                source() + DEDUP_SINK + DEDUP.format(order="DESC")),
+    SqlScenario("sql-topn-n", source() + TOPN_SINK + TOPN.format(n=3), source() + TOPN_SINK + TOPN.format(n=5)),
+    SqlScenario("sql-statement-set-gains-insert", source() + sink("totals", "user_id INT, c BIGINT")
+                + "EXECUTE STATEMENT SET BEGIN\n" + AGG + "END;\n",
+                source() + sink("totals", "user_id INT, c BIGINT") + sink("by_region", "region INT, c BIGINT")
+                + "EXECUTE STATEMENT SET BEGIN\n" + AGG
+                + "INSERT INTO by_region SELECT region, COUNT(*) FROM clicks GROUP BY region;\nEND;\n"),
+    SqlScenario("sql-sink-renamed", AGG_SQL, source() + sink("totals_v2", "user_id INT, c BIGINT")
+                + AGG.replace("INTO totals", "INTO totals_v2")),
+    SqlScenario("sql-source-options", AGG_SQL, source(rate="80") + sink("totals", "user_id INT, c BIGINT") + AGG),
+    SqlScenario("sql-parallelism", AGG_SQL, AGG_SQL, b_conf={"parallelism.default": "2"}),
+    SqlScenario("sql-mini-batch-on", AGG_SQL, MINI_BATCH + AGG_SQL),
+    SqlScenario("sql-one-to-two-phase", _phase("ONE_PHASE") + AGG_SQL, _phase("TWO_PHASE") + AGG_SQL),
+    SqlScenario("sql-plan-same", EXEC_AGG_PLAN, EXEC_AGG_PLAN),
+    SqlScenario("sql-plan-edited-query-old-plan", EXEC_AGG_PLAN, EXEC_AGG_PLAN),
+    SqlScenario("sql-plan-recompiled-edited", EXEC_AGG_PLAN, source() + sink("totals", "user_id INT, c BIGINT")
+                + "EXECUTE PLAN 'plan-agg-filter.json';\n"),
+    SqlScenario("sql-query-to-plan", AGG_SQL, EXEC_AGG_PLAN),
+    # Flink-version upgrades: the 1.20.5 savepoint restored by 2.3.0, re-planned or through the 1.20 plan.
+    SqlScenario("sql-replanned-from-1.20", AGG_SQL, AGG_SQL, savepoint_from=("1.20.5", "sql-identical"),
+                releases=("2.3.0",)),
+    SqlScenario("sql-plan-from-1.20", EXEC_AGG_PLAN, EXEC_AGG_PLAN, savepoint_from=("1.20.5", "sql-plan-same"),
+                releases=("2.3.0",)),
+)

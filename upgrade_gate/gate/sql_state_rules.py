@@ -1,0 +1,161 @@
+"""SQL state whose row type changed: Flink keeps the operator ID, restores, and fails on the state.
+
+A SQL operator keeps its ID through many query edits (IDs are topology hashes when
+`table.exec.uid.generation` is PLAN_ONLY), so the restore simulation matches its state; but the state is
+`RowData` and the savepoint holds the old `RowDataSerializer` snapshots (key serializer and each state's
+value serializer, read by `upgrade_gate/flink/state_meta/`). When the new query's key or state row differs,
+the heap backend refuses it at restore with `StateMigrationException` (`HeapKeyedStateBackend`,
+`HeapRestoreOperation`), RocksDB the same way (`RocksDBKeyedStateBackend`). Measured with real Flink 1.20.5
+and 2.3.0: tests/fixtures/restores/<release>/sql-*/ (flink_bridge/sql_scenarios.py).
+
+The new job's serializers come from the exported graph: `upgrade-gate export` of a SQL script or plan writes
+a top-level `sql_state` beside the spec (flink_bridge/java/common/streamgraph/SqlStateDumper.java): per
+stream node the key serializer and the row types its operator and function hold for their state. Which of
+those rows a named state is serialized with is the table `_STATE_ROWS` (the state names are Flink's
+`GroupAggFunction`, the deduplicate functions, `StreamingJoinOperator`'s record state views).
+
+Compared as the savepoint records them: serializer snapshot classes and, for rows, the field serializers in
+order. Flink compares the rows' logical types (`RowDataSerializerSnapshot#resolveSchemaCompatibility`), so
+two types with one serializer (VARCHAR(3) and STRING; nullability) are not told apart here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from upgrade_gate.flink.state_meta import OperatorSchemas, SerializerSnapshot, read_state_schemas
+from upgrade_gate.gate.state_schema_diff import serializer_class
+from upgrade_gate.gate.upgrade_checks import ExtraChecks
+from upgrade_gate.storage.state_files import state_stream_opener
+
+__all__ = ["SqlStateError", "check", "fold", "predict", "sql_state_errors"]
+
+_ROW = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"
+_BOOLEAN = "org.apache.flink.api.common.typeutils.base.BooleanSerializer$BooleanSerializerSnapshot"
+# state name -> the field of the new operator / function whose row type the state's values are (first found).
+_STATE_ROWS: dict[str, tuple[str, ...]] = {
+    "accState": ("function.accTypes",),  # GroupAggFunction: ValueState<RowData> of the accumulators
+    "deduplicate-state": ("function.typeInfo",),  # ProcTimeDeduplicateKeepLastRowFunction: the last row
+}
+# Functions whose state is not a row: KeepFirstRow keeps only a flag that a row was seen.
+_FUNCTION_STATE = {
+    "org.apache.flink.table.runtime.operators.deduplicate.ProcTimeDeduplicateKeepFirstRowFunction":
+        {"deduplicate-state": {"class": _BOOLEAN, "nested": []}},
+}
+
+
+@dataclass(frozen=True)
+class SqlStateError:
+    """One state (or the key) of a restored SQL operator that Flink cannot read with the new serializer."""
+
+    operator_id: str
+    operator: str
+    state: str  # the state name, or "key"
+    old: str
+    new: str
+    message: str  # Flink's message (serializer classes in place of Flink's class@hash)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"operator_id": self.operator_id, "operator": self.operator, "state": self.state, "old": self.old,
+                "new": self.new, "flink_error": self.message}
+
+
+def _describe(tree: dict[str, Any] | SerializerSnapshot) -> str:
+    cls, nested = _parts(tree)
+    short = serializer_class(cls).rsplit(".", 1)[-1]
+    return f"{short}<{', '.join(_describe(n) for n in nested)}>" if cls == _ROW else short
+
+
+def _parts(tree: dict[str, Any] | SerializerSnapshot) -> tuple[str, list[Any]]:
+    if isinstance(tree, SerializerSnapshot):
+        return tree.class_name, list(tree.nested)
+    return str(tree.get("class")), list(tree.get("nested") or [])
+
+
+def _compatible(old: SerializerSnapshot, new: dict[str, Any]) -> bool:
+    old_cls, old_nested = _parts(old)
+    new_cls, new_nested = _parts(new)
+    if old_cls != new_cls:
+        return False
+    if old_cls != _ROW:
+        return True
+    if len(old_nested) != len(new_nested):
+        return False
+    return all(_compatible(o, n) for o, n in zip(old_nested, new_nested, strict=True))
+
+
+def _new_row(entry: dict[str, Any], state: str) -> dict[str, Any] | None:
+    fixed = _FUNCTION_STATE.get(str(entry.get("function_class")), {}).get(state)
+    if fixed is not None:
+        return fixed
+    types = entry.get("types") or {}
+    return next((types[f] for f in _STATE_ROWS.get(state, ()) if f in types), None)
+
+
+def _value_serializer(serializers: Iterable[tuple[str, SerializerSnapshot]]) -> SerializerSnapshot | None:
+    return next((s for role, s in serializers if role == "VALUE_SERIALIZER"), None)
+
+
+def predict(old: OperatorSchemas, entry: dict[str, Any]) -> Iterator[SqlStateError]:
+    """The key first (Flink checks it when the keyed backend restores), then each state with a known row."""
+    name = str(entry.get("name") or old.name)
+    new_key = entry.get("key")
+    if old.key_serializer is not None and isinstance(new_key, dict) and not _compatible(old.key_serializer, new_key):
+        o, n = serializer_class(old.key_serializer.class_name), serializer_class(str(new_key.get("class")))
+        yield SqlStateError(old.operator_id, name, "key", _describe(old.key_serializer), _describe(new_key),
+                            f"The new key serializer ({n}) must be compatible with the previous key serializer "
+                            f"({o}).")
+        return
+    for st in old.states:
+        if st.backend_type != "KEY_VALUE":
+            continue
+        old_value = _value_serializer(st.serializers)
+        new_value = _new_row(entry, st.name)
+        if old_value is None or new_value is None or _compatible(old_value, new_value):
+            continue
+        o, n = serializer_class(old_value.class_name), serializer_class(str(new_value.get("class")))
+        yield SqlStateError(old.operator_id, name, st.name, _describe(old_value), _describe(new_value),
+                            f"For heap backends, the new state serializer ({n}) must not be incompatible with "
+                            f"the old state serializer ({o}).")
+
+
+def sql_state_errors(metadata: Any, restores: Iterable[Any], sql_state: dict[str, Any] | None,
+                     opener: Any = None) -> list[SqlStateError]:
+    """Every restored SQL operator whose state Flink would refuse. `restores`: the simulation's
+    `OperatorRestore`s (the old state each new node receives); `opener`: the state-file opener."""
+    if not sql_state:
+        return []
+    received = {r.old.operator_id_hex: str(r.pair.node_id) for r in restores if r.old is not None}
+    if not received:
+        return []
+    out: list[SqlStateError] = []
+    for schemas in read_state_schemas(metadata, opener or state_stream_opener(), tolerant=True):
+        node = received.get(schemas.operator_id)
+        entry = sql_state.get(node) if node is not None else None
+        if isinstance(entry, dict):
+            out += predict(schemas, entry)
+    return out
+
+
+def check(metadata: Any, sim: Any, side: Any) -> list[SqlStateError]:
+    """The rule for `check_upgrade`: the exported graph's `sql_state` (carried by `GraphSide`, read with the
+    graph) against the state the simulation restores. Graphs without SQL operators have none and pay nothing."""
+    if sim.failure is not None or sim.assignment is None:
+        return []
+    if not side.sql_state:
+        return []
+    return sql_state_errors(metadata, sim.assignment.operators.values(), side.sql_state)
+
+
+def fold(extra: ExtraChecks, errors: list[SqlStateError], metadata: Any) -> ExtraChecks:
+    """Add the refused SQL states to the other checks' result: each blocks, with Flink's error and what is lost."""
+    sizes = {op.operator_id_hex: op.state_size for op in metadata.operator_states}
+    losses = tuple({"operator_id": e.operator_id, "name": e.operator, "uid": None, "bytes": sizes.get(e.operator_id, 0),
+                    "state_names": [e.state],
+                    "reason": f"the restore fails: the {'key' if e.state == 'key' else 'state ' + e.state} of this "
+                              f"SQL operator was {e.old} and the new query makes it {e.new}; Flink cannot migrate "
+                              f"RowData state ({e.message})"} for e in errors)
+    return ExtraChecks(errors=(*extra.errors, *(e.message for e in errors)), losses=(*extra.losses, *losses),
+                       warnings=extra.warnings, schema_changes=extra.schema_changes, config=extra.config)
