@@ -76,13 +76,14 @@ test-fast: lint $(AF_VENV)/.installed chromium
 test-real-upgrades: flink $(AF_VENV)/.installed
 	$(AF_PY) -m pytest -q -ra tests/airflow/test_real_upgrades.py
 
-bench: flink
+bench: flink $(AF_VENV)/.installed
 	$(VPY) -m bench.bench_hashing
 	$(VPY) -m bench.bench_metadata
 	$(VPY) -m bench.bench_state_meta
 	$(VPY) -m bench.bench_keygroups
 	$(VPY) -m bench.bench_spark
 	$(VPY) -m bench.bench_cluster --jobs 1000
+	$(AF_PY) -m bench.bench_airflow_gate
 
 # the long fuzz runs over real savepoints and hostile graph files (make test runs bounded ones);
 # report in .work/fuzz-report.jsonl

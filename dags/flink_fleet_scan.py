@@ -3,6 +3,9 @@
     fleet_ids (Spark) ──┐
     savepoint_scan (Spark) ┴─ fleet_check (Spark) ── publish_reports ── alert_incompatible ── summary
 
+The run says what it blocked: `summary` notes "BLOCKED 3 of 4 jobs (…), 12.3 KiB at risk — summary:
+<link>" on itself and on the run, and its "Upgrade report" link opens the fleet summary.
+
 Inputs: the catalogue of the *next* job graphs (one spec per job, named by its path) and the
 savepoint root (one prefix per job); both default to Airflow Variables
 (`upgrade_gate_catalogue`, `upgrade_gate_savepoint_root`). Reports land in the store the UI view
@@ -15,7 +18,8 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import Param, dag, task
 from flink_gate import fleet
-from flink_gate.dag_parts import check_params, notifiers, storage_param
+from flink_gate.dag_parts import CHECK, check_params, in_section, notifiers, storage_param
+from flink_gate.operators.fleet import FleetSummaryOperator
 from flink_gate.operators.spark import SparkGateJobOperator
 from flink_gate.steps import REPO
 
@@ -33,9 +37,11 @@ SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "768m", "spark
     catchup=False,
     max_active_runs=1,
     tags=["flink", "upgrade-gate"],
+    description="Daily: every job of the fleet against its newest savepoint (Spark); a report per job, an "
+                "alert per blocked job, the count of blocked jobs in the run note",
     doc_md=__doc__,
     default_args={"retries": 1, "retry_delay": timedelta(minutes=1)},
-    params={
+    params=in_section(CHECK, {
         "catalogue": Param(None, type=["null", "string"], title="Catalogue of next job graphs",
                            description="Folder or s3:// prefix of graph specs, one per job. Empty: the Variable "
                            "upgrade_gate_catalogue."),
@@ -43,7 +49,7 @@ SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "768m", "spark
                                 description="One prefix per job. Empty: the Variable upgrade_gate_savepoint_root."),
         **check_params(),
         "aws_conn_id": storage_param(),
-    },
+    }),
 )
 def flink_fleet_scan() -> None:
     @task
@@ -81,16 +87,9 @@ def flink_fleet_scan() -> None:
     def alert_incompatible(published: dict, **context) -> list[str]:
         return fleet.alert(context, published, notifiers())
 
-    @task
-    def summary(published: dict, alerted: list[str]) -> dict:
-        """The run's answer in one log line and one XCom: gate PASS/BLOCK, counts, blocked jobs."""
-        print(f"fleet gate {published['gate']}: {published['jobs']} jobs, verdicts {published['verdicts']}, "
-              f"{published['bytes_at_risk']} bytes at risk, blocked {published['blocked']}, alerted {alerted}")
-        return {**published, "alerted": alerted}
-
     work >> [ids, scan] >> check
     published = publish_reports(check.output, work)
-    summary(published, alert_incompatible(published))
+    FleetSummaryOperator(task_id="summary", published=published, alerted=alert_incompatible(published))
 
 
 flink_fleet_scan()

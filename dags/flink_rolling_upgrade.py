@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag, task
 from flink_gate import rolling
-from flink_gate.dag_parts import check_params, notifiers, storage_param
+from flink_gate.dag_parts import CHECK, check_params, in_section, notifiers, storage_param
 
+ROLLOUT = "Rollout: waves, and what each wave does"
 JOB_SCHEMA = {
     "type": "object",
     "required": ["job_name", "graph"],
@@ -37,25 +38,28 @@ JOB_SCHEMA = {
     catchup=False,
     max_active_runs=1,
     tags=["flink", "upgrade-gate"],
+    description="Upgrade a list of Flink jobs in waves (canary, then batches), each gated on zero state loss; "
+                "stops at the first blocked gate",
     doc_md=__doc__,
-    params={
+    params=in_section(CHECK, {
         "jobs": Param([], type="array", items=JOB_SCHEMA, minItems=1, title="Jobs, in rollout order",
                       description='[{"job_name": "orders", "graph": "s3://…/orders.json", "jar": "…", '
                       '"main_class": "…"}, …]'),
+        "savepoint_root": Param(None, type=["null", "string"],
+                                description="Empty: the Variable upgrade_gate_savepoint_root."),
+        **check_params(),
+        "aws_conn_id": storage_param(),
+    }) | in_section(ROLLOUT, {
         "canary": Param(1, type="integer", minimum=0, title="Canary jobs (first wave)"),
         "batch_size": Param(5, type="integer", minimum=1, title="Jobs per later wave"),
         "mode": Param("check", type="string", enum=["check", "upgrade"],
                       description="check: gate every job, touch nothing. upgrade: upgrade SAFE jobs wave by wave."),
-        "savepoint_root": Param(None, type=["null", "string"],
-                                description="Empty: the Variable upgrade_gate_savepoint_root."),
         "state_root": Param(None, type=["null", "string"],
                             description="Upgrade records and per-job leases (s3://bucket/prefix/). Empty: the Variable "
                             "upgrade_gate_state_root, else the local work directory (single worker only)."),
-        **check_params(),
-        "aws_conn_id": storage_param(),
         "flink_conn_id": Param("flink_default", type="string"),
         "timeout_s": Param(600, type="integer", minimum=10),
-    },
+    }),
 )
 def flink_rolling_upgrade() -> None:
     @task

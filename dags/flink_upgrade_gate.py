@@ -7,6 +7,12 @@ Manual (`schedule=None`), triggered from the Airflow UI's form. Wiring only; the
     fetch_graph ── compute_operator_ids ── simulate_restore ── gate ── decide
                                                                               ├─ approve (HITL) ─┐
                                                                               └─ no_approval_needed ┴─ upgrade ── verify
+
+A blocking verdict is an outcome, not a crash: `gate` alerts, then ends *skipped*, every upgrade step
+after it is skipped and the run succeeds, with the note "BLOCKED: STATE_MISROUTED, 4.8 KiB at risk —
+report: …" on the gate task and the run (written by the plugin's listener). A crash stays a red
+failed task. Bad input (no graph, a savepoint path that names nothing, a malformed spec) fails its
+task once, without retries; storage timeouts and 5xx keep their retries.
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Param, dag, task
 from flink_gate import steps
-from flink_gate.dag_parts import check_params, notifiers, storage_param
+from flink_gate.dag_parts import CHECK, UPGRADE, check_params, in_section, notifiers, storage_param
+from flink_gate.failures import fail_once_on_bad_input
+from flink_gate.gate import FROM_CATALOGUE
 from flink_gate.operators.gate import FlinkUpgradeGateOperator
 
-PARAMS = {
+PARAMS = in_section(CHECK, {
     "job_name": Param("orders-enrichment", type="string", minLength=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
                       title="Flink job", description="The job's name: names its savepoint prefix, its report "
                       "and (for an upgrade) the running Flink job."),
@@ -30,15 +38,19 @@ PARAMS = {
     "savepoint_root": Param(None, type=["null", "string"], title="Savepoint root",
                             description="Prefix that holds one folder per job (used with `latest`). Empty: the "
                             "Airflow Variable upgrade_gate_savepoint_root."),
-    "graph": Param(None, type=["null", "string"], title="New job graph",
-                   description="URI of the new job's graph spec (docs/graph-spec.md) or Flink execution plan JSON. "
-                   "Leave empty to export it from the jar below."),
+    # never empty (the form refuses it before a run starts): a URI, `catalogue` or `jar`
+    "graph": Param(FROM_CATALOGUE, type="string", minLength=1, title="New job graph", section=CHECK,
+                   description="URI of the new job's graph spec (docs/graph-spec.md) or Flink execution plan JSON; "
+                   "`catalogue`: <job>.json in the Airflow Variable upgrade_gate_catalogue (what the fleet scan "
+                   "checks); `jar`: export it from the job jar below."),
     "jar": Param(None, type=["null", "string"], title="Job jar",
                  description="The new job jar (path or URI). Used to export the graph when no graph is given, and "
                  "uploaded to Flink when the upgrade is performed."),
     "main_class": Param(None, type=["null", "string"], title="Main class", description="Entry class (default: the jar "
                         "manifest's Main-Class)."),
-    **check_params(),
+    **check_params(section=CHECK),
+    "aws_conn_id": storage_param(section=CHECK),
+}) | in_section(UPGRADE, {
     "mode": Param("check", type="string", enum=["check", "upgrade"], title="Mode",
                   description="check: simulate and report only. upgrade: after a SAFE verdict, stop the job with a "
                   "savepoint and start the new jar from it."),
@@ -61,10 +73,9 @@ PARAMS = {
                         description="Where upgrade records and per-job leases live (s3://bucket/prefix/). Empty: the "
                         "Variable upgrade_gate_state_root; if that is empty too, the local work directory "
                         "(single worker only)."),
-    "aws_conn_id": storage_param(),
     "flink_conn_id": Param("flink_default", type="string", title="Flink REST connection"),
     "timeout_s": Param(600, type="integer", minimum=10, title="Flink operation timeout (s)"),
-}
+})
 
 
 
@@ -74,6 +85,8 @@ PARAMS = {
     catchup=False,
     tags=["flink", "upgrade-gate"],
     params=PARAMS,
+    description="Check one Flink job's upgrade against its savepoint (verdict + report), and optionally "
+                "perform it after a SAFE verdict",
     doc_md=__doc__,
     default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
     max_active_runs=4,
@@ -81,19 +94,23 @@ PARAMS = {
 def flink_upgrade_gate() -> None:
     @task
     def fetch_savepoint(**context) -> dict:
-        return steps.fetch_savepoint(context)
+        with fail_once_on_bad_input():
+            return steps.fetch_savepoint(context)
 
     @task
     def fetch_graph(**context) -> dict:
-        return steps.fetch_graph(context)
+        with fail_once_on_bad_input():
+            return steps.fetch_graph(context)
 
     @task
     def compute_operator_ids(graph: dict, **context) -> dict:
-        return steps.compute_operator_ids(context, graph)
+        with fail_once_on_bad_input():
+            return steps.compute_operator_ids(context, graph)
 
     @task
     def simulate_restore(savepoint: dict, graph: dict, ids: dict, **context) -> dict:
-        return steps.simulate_restore(context, savepoint, graph, ids)
+        with fail_once_on_bad_input():
+            return steps.simulate_restore(context, savepoint, graph, ids)
 
     @task.branch
     def decide(**context) -> list[str] | None:
@@ -118,6 +135,7 @@ def flink_upgrade_gate() -> None:
         body="The gate found the upgrade SAFE (no state is lost). Report: "
              "{{ ti.xcom_pull(task_ids='simulate_restore')['report_url'] }}",
         response_timeout=timedelta(hours=24),
+        on_success_callback=steps.approval_note,  # "REJECTED by <who> at <when>" on the run
     )
     no_approval = EmptyOperator(task_id="no_approval_needed")
     upgraded = upgrade()

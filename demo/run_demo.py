@@ -43,6 +43,9 @@ def main() -> int:
             print(f"   airflow dags test: run {run_state} in {time.monotonic() - t:.0f}s; tasks: "
                   + ", ".join(f"{k}={v}" for k, v in sorted(tasks.items())))
             print(f"   verdict: {verdict} (the core on the same files: {expected})")
+            note = _run_note(s, "flink_upgrade_gate")
+            if note:
+                print(f"   run note (what the Airflow grid shows): {note}")
             if entries:
                 print(f"   report: {entries[0].path / 'report.html'}")
             if alerts:
@@ -61,6 +64,16 @@ def main() -> int:
         print(f"stopped SeaweedFS and the alert receiver; total {time.monotonic() - t0:.0f}s")
     print("demo OK" if ok else "demo FAILED: a verdict or an alert was not the expected one")
     return 0 if ok else 1
+
+
+def _run_note(s: st.Stack, dag_id: str) -> str | None:
+    """The newest run's note, which the plugin's listener wrote when the run ended."""
+    import sqlite3
+
+    with sqlite3.connect(s.home / "airflow.db") as db:
+        row = db.execute("select n.content from dag_run r join dag_run_note n on n.dag_run_id = r.id "
+                         "where r.dag_id=? order by r.id desc limit 1", (dag_id,)).fetchone()
+    return row[0] if row else None
 
 
 def _reports(s: st.Stack) -> list:

@@ -310,7 +310,11 @@ def start_standalone(stack: Stack, timeout: float = 240) -> Standalone:
         "AIRFLOW__API__WORKERS": "1", "AIRFLOW__CORE__PARALLELISM": "2",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "gate-admin:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(pw_file),
-        "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5", "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        # the DAG files do not change while the stack runs: re-parsing them every few seconds competed with
+        # the gate's tasks for the two cores; a shorter scheduler idle sleep hands tasks on sooner
+        # (bench/bench_airflow_gate.py, docs/performance.md "Gate: trigger to verdict")
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "300", "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.25",
         # every DAG starts paused: the test unpauses the one it triggers, so the scheduled fleet
         # scan does not start on its own in the middle of other tests
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",

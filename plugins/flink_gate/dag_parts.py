@@ -23,7 +23,19 @@ from upgrade_gate.vocabulary import (
     MATCHING_MODES,
 )
 
-__all__ = ["check_params", "notifiers", "storage_param"]
+__all__ = ["CHECK", "UPGRADE", "check_params", "in_section", "notifiers", "storage_param"]
+
+# The trigger form's sections (`Param(section=...)`, one accordion each in Airflow 3's form): what to
+# judge, and what to do after a SAFE verdict. A check-only run never needs to open the second one.
+CHECK = "Check: which upgrade to judge"
+UPGRADE = "Upgrade: performed only after a SAFE verdict (mode = upgrade)"
+
+
+def in_section(section: str, params: dict[str, Param]) -> dict[str, Param]:
+    """The same params, each shown in the form's `section` (unless it already names one)."""
+    for param in params.values():
+        param.schema.setdefault("section", section)
+    return params
 
 
 def check_params(*, section: str | None = None) -> dict[str, Param]:
@@ -45,9 +57,10 @@ def check_params(*, section: str | None = None) -> dict[str, Param]:
     }
 
 
-def storage_param() -> Param:
+def storage_param(*, section: str | None = None) -> Param:
+    extra: dict[str, Any] = {"section": section} if section else {}
     return Param("aws_default", type="string", title="Object storage connection",
-                 description="The Airflow AWS connection for s3:// savepoints, graphs and upgrade records.")
+                 description="The Airflow AWS connection for s3:// savepoints, graphs and upgrade records.", **extra)
 
 
 def notifiers() -> list[GateNotifier]:

@@ -7,9 +7,11 @@ the same answer (docs/guarantees.md). The verdict itself is always the core's `u
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flink_gate.failures import BadInput
 from hashing.operator_ids import compute_operator_ids
 from upgrade_gate.cli import report_html
 from upgrade_gate.gate.check import check_upgrade
@@ -17,6 +19,28 @@ from upgrade_gate.storage import discovery
 from upgrade_gate.storage.objects import read_graph
 
 LATEST = "latest"
+FROM_CATALOGUE = "catalogue"  # the `graph` param's default: <catalogue Variable>/<job>.json
+FROM_JAR = "jar"  # export the graph from the `jar` param
+
+
+def graph_location(graph: str | None, job: str, jar: str | None, catalogue: Callable[[], str]) -> str | None:
+    """The graph URI to read, or None to export it from the jar.
+
+    `catalogue` (the form's default) names the job's spec in the fleet catalogue (the Variable
+    upgrade_gate_catalogue, the same folder `flink_fleet_scan` reads: one `<job>.json` per job), so a run
+    triggered with the defaults checks the graph the fleet scan would; `jar` exports it from the jar."""
+    graph = (graph or "").strip()
+    if graph.lower() == FROM_JAR or (not graph and jar):
+        if not jar:
+            raise BadInput("graph is 'jar' but no jar is given: set `jar` (+ `main_class`) or a graph URI")
+        return None
+    if graph and graph.lower() != FROM_CATALOGUE:
+        return graph
+    root = catalogue().strip()
+    if not root:
+        raise BadInput("graph is 'catalogue' but the Airflow Variable upgrade_gate_catalogue is not set: give the "
+                       "new graph's URI (spec or execution plan JSON) or `jar`")
+    return f"{root.rstrip('/')}/{job}.json"
 
 
 def savepoint_location(savepoint: str, job: str, savepoint_root: str, client: Any | None = None) -> str:
@@ -30,7 +54,7 @@ def savepoint_location(savepoint: str, job: str, savepoint_root: str, client: An
     if savepoint and head.lower() != LATEST:
         return discovery.resolve(savepoint, client=client).location if discovery.is_discovery(savepoint) else savepoint
     if not savepoint_root:
-        raise ValueError("savepoint is 'latest' but no savepoint root is configured "
+        raise BadInput("savepoint is 'latest' but no savepoint root is configured "
                          "(param savepoint_root or the Airflow Variable upgrade_gate_savepoint_root)")
     if query:  # a flat root: every job's savepoints side by side, told apart by JobID
         return discovery.resolve(f"{discovery.LATEST}{savepoint_root.rstrip('/')}/?{query}", client=client).location

@@ -45,8 +45,10 @@ from flink_gate.hooks.storage import SavepointStorageHook
 from flink_gate.reports import ReportStore, safe_name
 from flink_gate.upgrade_records import UpgradeRecord
 from hashing.migration import v2_to_v3
+from upgrade_gate.cli import report_html
 from upgrade_gate.gate import policy
 from upgrade_gate.storage.objects import read_graph
+from upgrade_gate.storage.state_files import state_stream_opener
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -88,6 +90,12 @@ def _savepoint_root(params: dict[str, Any]) -> str:
     return str(Variable.get("upgrade_gate_savepoint_root", default="") or "")
 
 
+def _catalogue() -> str:
+    from airflow.sdk import Variable
+
+    return str(Variable.get("upgrade_gate_catalogue", default="") or "")
+
+
 # ---- fetch --------------------------------------------------------------------------------
 def fetch_savepoint(context: Any) -> dict[str, Any]:
     """Find and parse the savepoint's `_metadata`; hand on the exact object and its size."""
@@ -114,6 +122,7 @@ def fetch_graph(context: Any) -> dict[str, Any]:
         shutil.rmtree(catalogue)
     catalogue.mkdir(parents=True)
     target = catalogue / f"{safe_name(job)}.json"
+    p["graph"] = gate.graph_location(p.get("graph"), job, p.get("jar"), _catalogue)
     if p.get("graph"):
         data = SavepointStorageHook(p.get("aws_conn_id") or None).read_bytes(p["graph"])
         if str(p["graph"]).lower().endswith((".yaml", ".yml")):
@@ -136,7 +145,7 @@ def fetch_graph(context: Any) -> dict[str, Any]:
             raise RuntimeError(f"exporting the job graph of {p['jar']} failed: {proc.stderr.strip()[-2000:]}")
         source = f"{p['jar']} ({p.get('main_class') or 'manifest Main-Class'})"
     else:
-        raise ValueError("give the new job graph: `graph` (spec or plan JSON URI) or `jar` (+ `main_class`)")
+        raise gate.BadInput("give the new job graph: `graph` (spec or plan JSON URI) or `jar` (+ `main_class`)")
     return {"graph_path": str(target), "catalogue": str(catalogue),
             "graph_source": source}
 
@@ -165,15 +174,33 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
                             allow_non_restored_state=bool(p["allow_non_restored_state"]),
                             flink_version=p.get("flink_version"))
     check = result.to_json()
+    states = _state_map(hook, metadata)
+    if states is not None:  # the view's State section lists every state, not only the flagged ones
+        check["states"] = states
     url = report_url(job, ti.run_id)
     meta = {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": source, "graph": graph["graph_source"],
             "hasher": p["hasher"], "matching": p["matching"],
             "allow_non_restored_state": bool(p["allow_non_restored_state"]),
             "flink_version": p.get("flink_version"), "mode": p.get("mode"), "operator_ids": ids}
     gate.write_json(run_dir(job, ti.run_id) / "check.json", check)
-    path = ReportStore().publish(job, ti.run_id, check, gate.render_html(result, graph["graph_path"]), meta)
-    return {"job": job, "verdict": check["verdict"], "check": check, "savepoint": source, "report_url": url,
+    page = report_html.render_html(result, new_graph=read_graph(graph["graph_path"]), states=states)
+    path = ReportStore().publish(job, ti.run_id, check, page, meta)
+    # XCom gets the verdict's fields; every state's serializers stay in check.json and the report
+    lean = {k: v for k, v in check.items() if k != "states"}
+    return {"job": job, "verdict": check["verdict"], "check": lean, "savepoint": source, "report_url": url,
             "report_dir": str(path), "report_run": safe_name(ti.run_id)}
+
+
+def _state_map(hook: SavepointStorageHook, metadata: Any) -> dict[str, list[dict[str, Any]]] | None:
+    """Every operator's states (`report_html.state_map`), their state files read through the connection's own
+    S3 client. None if they cannot be read: the report then lists the states the gate flags, as it does for a
+    published check.json without them."""
+    try:
+        client = hook.s3_client if hook.is_s3(metadata.source or "") else None
+        return report_html.state_map(metadata, opener=state_stream_opener(client))
+    except Exception as exc:  # the verdict stands on _metadata alone; the State section is its explanation
+        hook.log.warning("state meta information of %s not read: %s", metadata.source, exc)
+        return None
 
 
 # ---- decide / upgrade / verify ------------------------------------------------------------
@@ -184,6 +211,28 @@ def decide(context: Any) -> list[str] | None:
     # One upgrade per job: refuse now, before anyone approves, if another run holds the job's lease.
     upgrade_records.refuse_if_leased({**p, **_run_ids(context)}, holder_of({**p, **_run_ids(context)}))
     return ["approve"] if p.get("require_approval", True) else ["no_approval_needed"]
+
+
+def approval_note(context: Any) -> None:
+    """`on_success_callback` of the `approve` task: who answered, and what, becomes a note of the run.
+
+    Airflow's ApprovalOperator records the answer in its HITL detail and skips the upgrade on
+    Reject, but the run itself would read as a plain green run. The sentence goes to XCom under
+    `NOTE_XCOM_KEY`, which the plugin's listener (`flink_gate.listeners`) copies into the task and
+    run notes: "REJECTED by gate-admin at …: nothing was upgraded"."""
+    from flink_gate.outcome import NOTE_XCOM_KEY, clip
+
+    answer = getattr(context["task"], "hitl_summary_extra", None) or {}
+    user = answer.get("responded_by_user") or {}
+    who = (user.get("name") or user.get("id")) if isinstance(user, dict) else getattr(user, "name", None)
+    chosen = (answer.get("chosen_options") or ["?"])[0]
+    at = answer.get("responded_at") or "?"
+    job = _params(context).get("job_name")
+    if chosen == "Approve":
+        text = f"APPROVED by {who or 'unknown'} at {at}: upgrading {job}"
+    else:
+        text = f"REJECTED by {who or 'unknown'} at {at}: nothing was upgraded, {job} was left running"
+    context["ti"].xcom_push(key=NOTE_XCOM_KEY, value=clip(text))
 
 
 class NeedsOperator(RuntimeError):

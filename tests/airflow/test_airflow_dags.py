@@ -1,19 +1,37 @@
 """The DAGs import cleanly and `flink_upgrade_gate` gates real upgrades end to end.
 
 Real everything: SeaweedFS holds savepoints real Flink wrote and the job graphs real Flink built
-(tests/fixtures/restores/2.3.0/<scenario>), Spark local computes the operator IDs, the core
-simulates the restore, and the alert goes over HTTP to a real local receiver.
+(tests/fixtures/restores/2.3.0/<scenario>), the core computes the operator IDs and simulates the
+restore, and the alert goes over HTTP to a real local receiver.
+
+A blocked upgrade is an outcome, not a crash: the run succeeds, the gate task is skipped with every
+upgrade step after it, and the gate task and the run carry the note "BLOCKED: <verdict>, <bytes> at
+risk — report: <link>" (what a person reads in the grid). A bad input fails its task once.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sqlite3
 
 from flink_gate.reports import ReportStore
 
 GATE_DAG = "flink_upgrade_gate"
 CHECK_ONLY_SKIPPED = ("approve", "no_approval_needed", "upgrade", "verify")
 BLOCKED_DOWNSTREAM = ("decide", "approve", "no_approval_needed", "upgrade", "verify")
+NOTE = re.compile(r"^BLOCKED: (?P<verdict>[A-Z_]+), (?P<bytes>[\d.]+ (?:B|KiB|MiB|GiB)) at risk — report: "
+                  r"(?P<url>http\S+/upgrade-gate/report/\S+)$")
+
+
+def notes(stack, dag_id: str, run_id: str) -> tuple[str | None, dict[str, str]]:
+    """The run's note and its task instances' notes, as the grid shows them (Airflow's own tables)."""
+    with sqlite3.connect(stack.home / "airflow.db") as db:
+        run = db.execute("select n.content from dag_run_note n join dag_run r on r.id = n.dag_run_id "
+                         "where r.dag_id=? and r.run_id=?", (dag_id, run_id)).fetchone()
+        tis = db.execute("select t.task_id, n.content from task_instance_note n join task_instance t "
+                         "on t.id = n.ti_id where t.dag_id=? and t.run_id=?", (dag_id, run_id)).fetchall()
+    return (run[0] if run else None), dict(tis)
 
 
 def _json_out(stdout: str):
@@ -29,7 +47,12 @@ import json
 from airflow.dag_processing.dagbag import DagBag
 bag = DagBag()
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids),
-                  "tasks": {d: sorted(t.task_id for t in bag.dags[d].tasks) for d in bag.dag_ids}}))
+                  "tasks": {d: sorted(t.task_id for t in bag.dags[d].tasks) for d in bag.dag_ids},
+                  "descriptions": {d: bag.dags[d].description for d in bag.dag_ids},
+                  "sections": {d: {k: p.schema.get("section") for k, p in bag.dags[d].params.items()}
+                               for d in bag.dag_ids},
+                  "links": {d: {t.task_id: [x.name for x in t.operator_extra_links] for t in bag.dags[d].tasks
+                                if t.operator_extra_links} for d in bag.dag_ids}}))
 """
 
 
@@ -44,6 +67,13 @@ def test_dagbag_has_no_import_errors(stack):
     bag = _json_out(proc.stdout)
     assert bag["errors"] == {}
     assert bag["dags"] == ["flink_fleet_scan", "flink_rolling_upgrade", GATE_DAG]
+    assert all(bag["descriptions"][d] for d in bag["dags"]), bag["descriptions"]
+    # the trigger form: check settings apart from upgrade settings
+    sections = bag["sections"][GATE_DAG]
+    assert sections["graph"] == sections["job_name"] == sections["hasher"] != sections["mode"]
+    assert sections["mode"] == sections["require_approval"] == sections["rollback_jar"]
+    assert bag["links"][GATE_DAG]["gate"] == ["Upgrade report"]
+    assert bag["links"]["flink_fleet_scan"]["summary"] == ["Upgrade report"]
     assert bag["tasks"][GATE_DAG] == sorted(["fetch_savepoint", "fetch_graph", "compute_operator_ids",
                                              "simulate_restore", "gate", "decide", "approve", "no_approval_needed",
                                              "upgrade", "verify"])
@@ -74,15 +104,19 @@ def test_safe_upgrade_passes_without_alert(stack, gate_runs):
     assert entry.meta["savepoint"].endswith("/_metadata")
     # the IDs were computed in-process by the core; the report records the V2/V3 table of every node
     assert entry.meta["operator_ids"]["nodes"] == len(check["migration"])
+    run_note, ti_notes = notes(stack, GATE_DAG, entry.meta["run_id"])
+    assert run_note == ti_notes["gate"] and run_note.startswith("SAFE: the upgrade may proceed")
+    assert run_note.endswith(f"/upgrade-gate/report/{entry.job}/{entry.run}")
 
 
 def _assert_blocked(run, job, verdict, stack):
-    assert run["state"] == "failed", run["output"][-3000:]
+    # blocked is an outcome: the run did its job (green), the gate is skipped and so is every upgrade step
+    assert run["state"] == "success", run["output"][-3000:]
     for task in ("fetch_savepoint", "fetch_graph", "compute_operator_ids", "simulate_restore"):
         assert run["tasks"][task] == "success", (task, run["tasks"])
-    assert run["tasks"]["gate"] == "failed"
+    assert run["tasks"]["gate"] == "skipped"
     for task in BLOCKED_DOWNSTREAM:
-        assert run["tasks"][task] == "upstream_failed", (task, run["tasks"])
+        assert run["tasks"][task] == "skipped", (task, run["tasks"])
     assert len(run["alerts"]) == 1, run["alerts"]
     body = run["alerts"][0]["body"]
     entry, check = _report(stack, job)
@@ -101,6 +135,14 @@ def _assert_blocked(run, job, verdict, stack):
             assert name in body["text"]
     assert len(body["remedies"]) == len(check["remedies"]) > 0
     assert entry.meta.get("alert_sent") is True
+    # what the grid says: the gate task's note and the run's note, with the bytes humanised
+    run_note, ti_notes = notes(stack, GATE_DAG, entry.meta["run_id"])
+    assert run_note == ti_notes["gate"], (run_note, ti_notes)
+    said = NOTE.match(run_note or "")
+    assert said and said["verdict"] == verdict and said["url"] == body["report_url"], run_note
+    from upgrade_gate.cli.text_table import human_bytes
+
+    assert said["bytes"] == human_bytes(body["bytes_at_risk"])
     return body, check
 
 
@@ -155,6 +197,13 @@ def test_fleet_scan_publishes_reports_and_alerts_incompatible_jobs(stack):
     assert {j: e.verdict for j, e in runs.items()} == {**expected, "fleet-scan": "BLOCK"}
     summary = json.loads((runs["fleet-scan"].path / "check.json").read_text())["summary"]
     assert summary["gate"] == "BLOCK" and summary["jobs"] == len(SCENARIOS)
+    # the green run is not silent: its note says how many jobs it blocked, and links the summary
+    blocked = sorted(j for j, v in expected.items() if v != "SAFE")
+    run_note, ti_notes = notes(stack, "flink_fleet_scan", runs["fleet-scan"].meta["run_id"])
+    assert run_note == ti_notes["summary"], (run_note, ti_notes)
+    assert run_note.startswith(f"BLOCKED {len(blocked)} of {len(SCENARIOS)} jobs (")
+    assert all(j in run_note for j in blocked) and " at risk — summary: http" in run_note
+    assert run_note.endswith(f"/upgrade-gate/report/fleet-scan/{runs['fleet-scan'].run}")
 
 
 def test_rolling_upgrade_stops_at_the_first_blocked_gate(stack):
@@ -168,3 +217,31 @@ def test_rolling_upgrade_stops_at_the_first_blocked_gate(stack):
     assert "skipped: ['fraud-scoring']; left: ['payments-dedup']" in output, output[-3000:]
     alerts = stack.receiver.received[before:]
     assert [a["body"]["job"] for a in alerts] == ["fraud-scoring"]
+
+
+def test_bad_input_fails_once_and_stays_red(stack):
+    """A graph that does not exist is a crash, not a verdict: red, at once, no retry, no alert."""
+    from demo.stack import gate_conf
+
+    before = len(stack.receiver.received)
+    missing = "s3://flink-graphs/no-such-job/graph.json"
+    state, tasks, output = stack.dags_test(GATE_DAG, gate_conf(stack, "orders-enrichment", graph=missing))
+    assert state == "failed", output[-3000:]
+    assert tasks["fetch_graph"] == "failed" and tasks["gate"] == "upstream_failed", tasks
+    assert f"{missing}: no such object" in output
+    with sqlite3.connect(stack.home / "airflow.db") as db:
+        tries = db.execute("select try_number from task_instance where dag_id=? and task_id='fetch_graph' "
+                           "order by rowid desc limit 1", (GATE_DAG,)).fetchone()[0]
+    assert tries == 1  # failed once: the same input would fail the same way on every retry
+    assert stack.receiver.received[before:] == []
+
+
+def test_the_form_refuses_a_run_without_a_graph(stack):
+    """An empty graph is refused by the params schema before any run exists."""
+    import pytest
+
+    from demo.stack import gate_conf
+
+    with pytest.raises(RuntimeError, match="made no run") as refused:
+        stack.dags_test(GATE_DAG, gate_conf(stack, "orders-enrichment", graph=""))
+    assert "graph" in str(refused.value)

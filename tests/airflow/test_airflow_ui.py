@@ -1,14 +1,23 @@
-"""The Airflow UI, in a real browser: log in, trigger the gate from its form, read the report view.
+"""The Airflow UI, in a real browser: what a person sees for a SAFE, a blocked and a crashed gate run.
 
 `airflow standalone` on 127.0.0.1 (low parallelism, generated admin password), Debian's headless
-Chromium driven by Selenium. The run checks fraud-scoring's upgrade (real Flink keeps running and
-its keyed state lands on an operator that never reads it), so the report view must show the core's
-blocking verdict. A screenshot of the report is saved to .work/airflow-screenshots/ui-report.png.
+Chromium driven by Selenium. Three runs of `flink_upgrade_gate` side by side:
+
+* blocked, triggered from the form (its *Check* section; the form refuses an empty graph): fraud-scoring,
+  whose keyed state real Flink hands to an operator that never reads it. The grid shows a green run
+  with a *skipped* gate and the note "BLOCKED: STATE_MISROUTED, 4.8 KiB at risk — report: …"; the
+  gate's "Upgrade report" extra link opens the report;
+* SAFE (orders-enrichment, through the REST API): a green gate with the SAFE note;
+* crashed (a graph that does not exist): a red failed `fetch_graph`, tried once, and a failed run.
+
+Screenshots of the grid for each run, the trigger form, and every report page (single report, the
+fleet summary) go to .work/airflow-screenshots/.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 import urllib.error
@@ -76,12 +85,12 @@ def _api(standalone, path, method="GET", payload=None):
     body = json.dumps({"username": standalone.user, "password": standalone.password}).encode()
     req = urllib.request.Request(f"{standalone.url}/auth/token", data=body,
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
+    with urllib.request.urlopen(req, timeout=60) as resp:
         token = json.loads(resp.read())["access_token"]
     req = urllib.request.Request(f"{standalone.url}{path}", method=method,
                                  data=json.dumps(payload).encode() if payload is not None else None,
                                  headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
+    with urllib.request.urlopen(req, timeout=60) as resp:
         return json.loads(resp.read())
 
 
@@ -119,62 +128,187 @@ def _button(driver, text, scope="body"):
     return buttons[-1] if buttons else None
 
 
-def test_trigger_from_the_form_and_read_the_report(stack, standalone, browser):
+SECTION_CHECK = "Check: which upgrade to judge"
+NOTE = re.compile(r"BLOCKED: STATE_MISROUTED, [\d.]+ (?:B|KiB|MiB) at risk — report: \S+")
+
+
+def _login(driver, standalone):
     from selenium.webdriver.common.by import By
 
-    from demo.stack import expected_verdict
-
-    job = "fraud-scoring"
-    driver = browser
-    # log in through the Simple auth manager's form
     driver.get(f"{standalone.url}/")
     user = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "input[name=username]"), what="login form")
     user.send_keys(standalone.user)
     driver.find_element(By.CSS_SELECTOR, "input[type=password]").send_keys(standalone.password)
     driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
 
+
+def _red(css_colour: str) -> bool:
+    """Chakra's red as the browser reports it: `oklch(L C H)` with a red hue, or an `rgb(...)`."""
+    nums = [float(x) for x in re.findall(r"[\d.]+", css_colour)]
+    if css_colour.startswith("oklch") and len(nums) >= 3:
+        return nums[1] > 0.1 and (nums[2] < 40 or nums[2] > 350)
+    return len(nums) >= 3 and nums[0] > 150 and nums[1] < 100 and nums[2] < 100
+
+
+def _cell(driver, run_id, task_id):
+    """The grid's square for one task of one run (its state badge)."""
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, f'[id="grid-{run_id}-{task_id}"] [data-testid=task-state-badge]')
+
+
+def _publish_fleet_summary(stack, run_id):
+    """The fleet summary page, published as `flink_gate.fleet.publish` does, from the core's checks of the
+    loaded jobs (the Spark scan itself is tested in test_airflow_dags.py; here only its page is read)."""
+    from flink_gate.fleet import FLEET_REPORT_JOB
+    from flink_gate.reports import ReportStore
+
+    from demo.stack import RESTORES, SCENARIOS
+    from upgrade_gate.cli.report_html import render_fleet, render_report
+    from upgrade_gate.gate import policy
+    from upgrade_gate.gate.check import check_upgrade
+
+    store = ReportStore(stack.reports_dir)
+    rows, counts = [], {}
+    for job, (release, scenario) in sorted(SCENARIOS.items()):
+        case = RESTORES / release / scenario
+        outcome = json.loads((case / "outcome.json").read_text())
+        check = check_upgrade(str((case / outcome["savepoint"]["fixture"]).resolve()), case / "graph-b.json",
+                              flink_version=release.rsplit(".", 1)[0]).to_json()
+        at_risk = sum(int(x.get("bytes") or 0) for x in check["losses"])
+        rows.append({"job": job, "verdict": check["verdict"], "bytes_at_risk": at_risk, "state_bytes": None})
+        counts[check["verdict"]] = counts.get(check["verdict"], 0) + 1
+        store.publish(job, run_id, check, render_report(check), {"dag_id": "flink_fleet_scan", "run_id": run_id})
+    gate = "BLOCK" if any(policy.blocks(r["verdict"]) for r in rows) else "PASS"
+    summary = {"gate": gate, "jobs": len(rows), "verdicts": counts, "bytes_at_risk": sum(r["bytes_at_risk"]
+                                                                                          for r in rows)}
+    store.publish(FLEET_REPORT_JOB, run_id, {"verdict": gate, "operators": [], "losses": [], "remedies": [],
+                                             "summary": summary, "jobs": rows},
+                  render_fleet(summary, rows), {"dag_id": "flink_fleet_scan", "run_id": run_id})
+    return rows
+
+
+def test_safe_blocked_and_crashed_runs_read_differently(stack, standalone, browser):
+    from selenium.webdriver.common.by import By
+
+    from demo.stack import expected_verdict, gate_conf
+
+    job = "fraud-scoring"
+    driver = browser
+    shots = _shot_dir()
+    _login(driver, standalone)
+
     # the DAG is parsed by the standalone's dag processor
-    _wait(driver, lambda d: _api(standalone, "/api/v2/dags/flink_upgrade_gate").get("dag_id"), timeout=120,
-          what="dag parsed")
-    _api(standalone, "/api/v2/dags/flink_upgrade_gate", "PATCH", {"is_paused": False})
+    dag = "/api/v2/dags/flink_upgrade_gate"
+    _wait(driver, lambda d: _api(standalone, dag).get("dag_id"), timeout=120, what="dag parsed")
+    assert _api(standalone, dag)["description"].startswith("Check one Flink job's upgrade")
+    _api(standalone, dag, "PATCH", {"is_paused": False})
     driver.get(f"{standalone.url}/dags/flink_upgrade_gate")
     _wait(driver, lambda d: _button(d, "Trigger"), what="trigger button").click()
+    # check settings in their own section, apart from the upgrade settings
+    _wait(driver, lambda d: _button(d, SECTION_CHECK, "[role=dialog]"), what="check section").click()
+    assert _button(driver, "Upgrade: performed only after a SAFE verdict (mode = upgrade)", "[role=dialog]")
     _set_text(driver, "element_job_name", job)
+    # an empty graph is refused before any run exists: the form will not submit
+    _set_text(driver, "element_graph", "")
+    _wait(driver, lambda d: _button(d, "Trigger", "[role=dialog]") is None, timeout=10, what="trigger refused")
     _set_text(driver, "element_graph", stack.inputs[job]["graph"])
-    driver.save_screenshot(str(_shot_dir() / "ui-trigger-form.png"))
-    runs_path = "/api/v2/dags/flink_upgrade_gate/dagRuns?limit=100"
+    driver.save_screenshot(str(shots / "ui-trigger-form.png"))
+    runs_path = f"{dag}/dagRuns?limit=100"
     # the stack's DB already holds the other tests' gate runs; the form's run is the one not among them
     before = {r["dag_run_id"] for r in _api(standalone, runs_path)["dag_runs"]}
     _wait(driver, lambda d: _button(d, "Trigger", "[role=dialog]"), what="trigger submit").click()
+    form_run = _wait(driver, lambda _: [r for r in _api(standalone, runs_path)["dag_runs"]
+                                        if r["dag_run_id"] not in before], what="the form's run")
+    assert len(form_run) == 1, f"the form started {len(form_run)} runs"
+    ids = {"blocked": form_run[0]["dag_run_id"]}
+    # SAFE and crashed beside it, through the REST API
+    missing = "s3://flink-graphs/no-such-job/graph.json"
+    for name, conf in (("safe", gate_conf(stack, "orders-enrichment")),
+                       ("crashed", gate_conf(stack, "orders-enrichment", graph=missing))):
+        ids[name] = _api(standalone, f"{dag}/dagRuns", "POST", {"logical_date": None, "conf": conf})["dag_run_id"]
 
-    # wait for the run the form started; it must fail at the gate (the verdict blocks the upgrade)
-    def finished_run(_):
-        new = [r for r in _api(standalone, runs_path)["dag_runs"] if r["dag_run_id"] not in before]
-        assert len(new) <= 1, f"the form started {len(new)} runs"
-        return new[0] if new and new[0]["state"] in ("success", "failed") else None
+    def finished(_):
+        got = {k: _api(standalone, f"{dag}/dagRuns/{v}") for k, v in ids.items()}
+        return got if all(r["state"] in ("success", "failed") for r in got.values()) else None
 
-    run = _wait(driver, finished_run, timeout=240, what="dag run finished")
-    assert run["conf"]["job_name"] == job and run["conf"]["graph"] == stack.inputs[job]["graph"]
-    assert run["state"] == "failed"
-    tis = {t["task_id"]: t["state"]
-           for t in _api(standalone, f"/api/v2/dags/flink_upgrade_gate/dagRuns/{run['dag_run_id']}"
-                                      "/taskInstances")["task_instances"]}
-    assert tis["simulate_restore"] == "success" and tis["gate"] == "failed", tis
+    runs = _wait(driver, finished, timeout=300, what="three runs finished")
 
-    # the report view: listed by job and run, one click to the report
-    driver.get(f"{standalone.url}/upgrade-gate/")
-    link = _wait(driver, lambda d: [a for a in d.find_elements(By.TAG_NAME, "a")
-                                    if a.text == run["dag_run_id"]], what="report link")[0]
-    link.click()
+    def tis(name):
+        return {t["task_id"]: t for t in _api(standalone, f"{dag}/dagRuns/{ids[name]}/taskInstances")
+                ["task_instances"]}
+
+    blocked, safe, crashed = tis("blocked"), tis("safe"), tis("crashed")
+    assert runs["blocked"]["conf"]["job_name"] == job and runs["blocked"]["conf"]["graph"] == stack.inputs[job]["graph"]
+    assert expected_verdict(job) == "STATE_MISROUTED"
+    assert runs["blocked"]["state"] == "success" and blocked["gate"]["state"] == "skipped", blocked["gate"]
+    assert all(blocked[t]["state"] == "skipped" for t in ("decide", "approve", "upgrade", "verify"))
+    assert NOTE.fullmatch(runs["blocked"]["note"]) and blocked["gate"]["note"] == runs["blocked"]["note"]
+    assert runs["safe"]["state"] == "success" and safe["gate"]["state"] == "success"
+    assert runs["safe"]["note"].startswith("SAFE: the upgrade may proceed")
+    assert runs["crashed"]["state"] == "failed" and crashed["fetch_graph"]["state"] == "failed"
+    assert crashed["fetch_graph"]["try_number"] == 1 and crashed["gate"]["state"] == "upstream_failed"
+    assert runs["crashed"]["note"] is None  # no verdict, so nothing to say but the red task
+
+    # the grid, as a person reads it: the note beside each run, the square of each task
+    base = f"{standalone.url}/dags/flink_upgrade_gate/runs"
+    driver.get(f"{base}/{ids['blocked']}/tasks/gate")
+    _wait(driver, lambda d: "BLOCKED: STATE_MISROUTED" in d.find_element(By.TAG_NAME, "body").text,
+          what="blocked note")
+    header = driver.find_element(By.TAG_NAME, "body").text
+    assert "Skipped" in header and re.search(r"BLOCKED: STATE_MISROUTED, [\d.]+ KiB at risk — report:", header)
+    driver.save_screenshot(str(shots / "ui-grid-blocked.png"))
+    colours = {name: _cell(driver, ids[name], task).value_of_css_property("background-color")
+               for name, task in (("blocked", "gate"), ("safe", "gate"), ("crashed", "fetch_graph"))}
+    assert _red(colours["crashed"]) and not _red(colours["blocked"]) and not _red(colours["safe"]), colours
+
+    driver.get(f"{base}/{ids['safe']}")
+    _wait(driver, lambda d: "SAFE: the upgrade may proceed" in d.find_element(By.TAG_NAME, "body").text,
+          what="SAFE note")
+    driver.save_screenshot(str(shots / "ui-grid-safe.png"))
+
+    driver.get(f"{base}/{ids['crashed']}/tasks/fetch_graph")
+    _wait(driver, lambda d: f"{missing}: no such object" in d.find_element(By.TAG_NAME, "body").text,
+          what="crash log")
+    assert "Failed" in driver.find_element(By.TAG_NAME, "body").text
+    assert _red(_cell(driver, ids["crashed"], "fetch_graph").value_of_css_property("background-color"))
+    driver.save_screenshot(str(shots / "ui-grid-crashed.png"))
+
+    # the gate task's "Upgrade report" extra link leads to the report
+    driver.get(f"{base}/{ids['blocked']}/tasks/gate/details")
+    link = _wait(driver, lambda d: [a for a in d.find_elements(By.TAG_NAME, "a") if a.text == "Upgrade report"],
+                 what="Upgrade report link")[0]
+    href = link.get_attribute("href")
+    assert href == runs["blocked"]["note"].rsplit("report: ", 1)[1] and "/upgrade-gate/report/fraud-scoring/" in href
+    driver.save_screenshot(str(shots / "ui-extra-link.png"))
+    driver.get(href)
     badge = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#verdict"), what="verdict")
-    assert badge.text == expected_verdict(job) != "SAFE"
+    assert badge.text == "STATE_MISROUTED"
     rows = driver.find_elements(By.CSS_SELECTOR, "#operators tr.at-risk")
     assert rows and "keyed" in rows[0].text
     # the old and new job side by side: the state's writer and where it lands are outlined
     marked = driver.find_elements(By.CSS_SELECTOR, "svg.graphs g.op.at-risk")
     assert {m.get_attribute("data-side") for m in marked} == {"old", "new"}
     assert driver.find_elements(By.CSS_SELECTOR, "svg.bars")
-    driver.save_screenshot(str(_shot_dir() / "ui-report.png"))
+    driver.save_screenshot(str(shots / "ui-report-blocked.png"))
+
+    # every report page: the SAFE report, the list, the fleet summary
+    driver.get(f"{standalone.url}/upgrade-gate/report/orders-enrichment/"
+               f"{runs['safe']['note'].rsplit('/', 1)[1]}")
+    assert _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#verdict"), what="SAFE verdict").text == "SAFE"
+    driver.save_screenshot(str(shots / "ui-report-safe.png"))
+    driver.get(f"{standalone.url}/upgrade-gate/")
+    _wait(driver, lambda d: [a for a in d.find_elements(By.TAG_NAME, "a") if a.text == ids["blocked"]],
+          what="report list")
+    driver.save_screenshot(str(shots / "ui-report-list.png"))
+    fleet_run = "scheduled__2026-11-23T00_00_00_00_00"
+    fleet = _publish_fleet_summary(stack, fleet_run)
+    driver.get(f"{standalone.url}/upgrade-gate/report/fleet-scan/{fleet_run}")
+    sentence = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#sentence"), what="fleet sentence").text
+    assert sentence.startswith(f"{len(fleet)} jobs checked")
+    table = driver.find_element(By.TAG_NAME, "table").text
+    assert all(r["job"] in table and r["verdict"] in table for r in fleet), table
+    driver.save_screenshot(str(shots / "ui-report-fleet.png"))
 
     # reports are for logged-in users only
     with pytest.raises(urllib.error.HTTPError) as denied:

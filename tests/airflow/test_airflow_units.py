@@ -69,3 +69,63 @@ def test_no_alert_for_a_safe_upgrade_and_a_complete_one_otherwise():
     # allowNonRestoredState turns the failed restore into silent loss: still blocked, still alerted
     relaxed = build_alert(_check("payments-dedup", allow_non_restored_state=True), job="payments-dedup", **kw)
     assert relaxed is not None and relaxed.verdict != "SAFE" and relaxed.bytes_at_risk > 0
+
+
+def test_the_note_a_person_reads_for_a_blocked_and_a_safe_gate():
+    from flink_gate.outcome import fleet_note, gate_note
+
+    url = "http://ui/upgrade-gate/report/fraud-scoring/r1"
+    assert gate_note("STATE_MISROUTED", 4866, url, blocked=True) == (
+        f"BLOCKED: STATE_MISROUTED, 4.8 KiB at risk — report: {url}")
+    assert gate_note("SAFE", 0, url, blocked=False).startswith("SAFE: the upgrade may proceed")
+    published = {"jobs": 4, "blocked": ["a", "b", "c"], "bytes_at_risk": 3 << 20, "unchecked": 0}
+    assert fleet_note(published, "http://s") == "BLOCKED 3 of 4 jobs (a, b, c), 3.0 MiB at risk — summary: http://s"
+    assert fleet_note({"jobs": 2, "blocked": []}, "http://s") == "PASS: all 2 jobs SAFE — summary: http://s"
+    assert len(gate_note("RESTORE_FAILS", 1, "http://x/" + "y" * 2000, blocked=True)) == 1000
+
+
+def test_bad_input_is_not_retried_and_the_weather_is():
+    from airflow.sdk.exceptions import AirflowFailException
+    from flink_gate.failures import BadInput, fail_once_on_bad_input, is_deterministic
+
+    from hashing.errors import InputError
+    from upgrade_gate.storage.s3 import StorageError
+
+    assert is_deterministic(StorageError("s3://b/g.json: no such object"))
+    assert is_deterministic(StorageError("s3://b/sp/: no complete savepoint (savepoint-…) here"))
+    assert is_deterministic(InputError("graph.json: line 3: expected an object"))
+    assert is_deterministic(BadInput("give the new job graph"))
+    assert not is_deterministic(StorageError("s3://b/sp/_metadata: timed out after 3.0 s (the server did not answer)"))
+    assert not is_deterministic(StorageError("s3://b/k: S3 error InternalError: We encountered an internal error"))
+    assert not is_deterministic(OSError("connection reset"))
+    with pytest.raises(AirflowFailException, match=r"bad input, not retried: s3://b/g\.json: no such object"), \
+            fail_once_on_bad_input():
+        raise StorageError("s3://b/g.json: no such object")
+    with pytest.raises(StorageError, match="timed out"), fail_once_on_bad_input():
+        raise StorageError("s3://b/k: timed out after 60.0 s")
+
+
+def test_the_graph_param_defaults_to_the_catalogue_and_is_never_empty():
+    from airflow.sdk import Param
+    from airflow.sdk.exceptions import ParamValidationError
+    from flink_gate.failures import BadInput
+    from flink_gate.gate import graph_location
+
+    assert graph_location("catalogue", "orders", None, lambda: "s3://g/next/") == "s3://g/next/orders.json"
+    assert graph_location("s3://g/x.json", "orders", "a.jar", lambda: "") == "s3://g/x.json"
+    assert graph_location("jar", "orders", "a.jar", lambda: "") is None
+    with pytest.raises(BadInput, match="upgrade_gate_catalogue is not set"):
+        graph_location("catalogue", "orders", None, lambda: "")
+    with pytest.raises(BadInput, match="no jar is given"):
+        graph_location("jar", "orders", None, lambda: "s3://g/")
+    import importlib.util
+
+    from demo.stack import REPO
+
+    spec = importlib.util.spec_from_file_location("gate_dag", REPO / "dags" / "flink_upgrade_gate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    graph: Param = module.PARAMS["graph"]
+    assert graph.resolve() == "catalogue"
+    with pytest.raises(ParamValidationError):
+        Param(graph.value, schema=graph.schema).resolve("")

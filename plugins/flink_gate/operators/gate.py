@@ -1,11 +1,15 @@
 """The gate: lets an upgrade through only on zero state loss.
 
 Thin by design: the verdict was computed by the core (`upgrade_gate.gate.check`) in the simulate task;
-this operator only acts on it. SAFE passes quietly. STATE_LOSS and RESTORE_FAILS push the alert
-to XCom (key `gate_alert`), call every notifier with it, and fail the task with
-`AirflowFailException`: no retry, so no second alert, and every downstream step (approval,
-upgrade, verify) stays `upstream_failed`. A notifier that cannot deliver is logged and the gate
-still fails: a broken webhook must not turn a blocked upgrade into an allowed one.
+this operator only acts on it. SAFE succeeds. A blocking verdict (STATE_LOSS, STATE_MISROUTED,
+RESTORE_FAILS) pushes the alert to XCom (key `gate_alert`), calls every notifier with it, and then
+ends the task *skipped* (`AirflowSkipException`): blocked is an outcome, not a crash, so the grid
+shows a skipped gate with every upgrade step skipped after it, while a crash stays a red failed
+task. Either way the task pushes the one-line note ("BLOCKED: STATE_MISROUTED, 4.8 KiB at risk —
+report: …", `flink_gate.outcome`) that the plugin's listener writes into the task and run notes,
+and the report URL behind its "Upgrade report" link. The gate has no retries, so a blocked run
+alerts once. A notifier that cannot deliver is logged and the upgrade stays blocked: a broken
+webhook must not turn a blocked upgrade into an allowed one.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ from typing import Any
 from airflow.sdk import BaseNotifier, BaseOperator
 
 from flink_gate.alerts import build_alert
+from flink_gate.links import UpgradeReportLink
 from flink_gate.notifications.base import ALERT_XCOM_KEY
+from flink_gate.outcome import NOTE_XCOM_KEY, REPORT_URL_XCOM_KEY, gate_note
 from flink_gate.reports import ReportStore
 
 
 class FlinkUpgradeGateOperator(BaseOperator):
-    """Fail the run unless the simulated restore is SAFE, alerting every notifier first.
+    """Let the upgrade through only when the simulated restore is SAFE; otherwise alert and skip.
 
     :param check: the simulate task's output: `{"job", "verdict", "check", "savepoint",
         "report_url", "report_dir"}` (usually an XComArg).
@@ -30,6 +36,7 @@ class FlinkUpgradeGateOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("check",)
     ui_color = "#f0c987"
+    operator_extra_links = (UpgradeReportLink(),)
 
     def __init__(self, *, check: Any, notifiers: Sequence[BaseNotifier] | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("retries", 0)
@@ -38,19 +45,24 @@ class FlinkUpgradeGateOperator(BaseOperator):
         self.notifiers = list(notifiers or [])
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowSkipException
 
         summary = self.check
         ti = context["ti"]
+        ti.xcom_push(key=REPORT_URL_XCOM_KEY, value=summary["report_url"])
         alert = build_alert(summary["check"], job=summary["job"], run_id=ti.run_id, dag_id=ti.dag_id,
                             savepoint=summary["savepoint"], report_url=summary["report_url"])
         if alert is None:
+            ti.xcom_push(key=NOTE_XCOM_KEY, value=gate_note(summary["verdict"], 0, summary["report_url"],
+                                                             blocked=False))
             self.log.info("%s: verdict %s, the upgrade may proceed. Report: %s", summary["job"],
                           summary["verdict"], summary["report_url"])
             return {"job": summary["job"], "verdict": summary["verdict"], "passed": True}
 
         payload = alert.to_payload()
         ti.xcom_push(key=ALERT_XCOM_KEY, value=payload)
+        note = gate_note(alert.verdict, alert.bytes_at_risk, summary["report_url"], blocked=True)
+        ti.xcom_push(key=NOTE_XCOM_KEY, value=note)
         self.log.warning("%s", alert.to_text())
         failures = []
         for notifier in self.notifiers:
@@ -65,6 +77,6 @@ class FlinkUpgradeGateOperator(BaseOperator):
                                           alert_failures=failures)
             except OSError as exc:
                 self.log.warning("could not record the alert in the report: %s", exc)
-        raise AirflowFailException(f"{summary['job']}: {alert.verdict}: the upgrade is blocked "
-                                   f"({alert.bytes_at_risk} bytes of state at risk in {len(alert.operators)} "
-                                   f"operator(s)). Report: {summary['report_url']}")
+        # skipped, not failed: the gate did its job; everything after it (approve, upgrade, verify) skips
+        raise AirflowSkipException(f"{note} ({summary['job']}: {len(alert.operators)} operator(s) at risk; "
+                                   "the upgrade steps are skipped)")

@@ -1,0 +1,46 @@
+"""How a gate run says what it decided, in Airflow's own places: a note on the run and the task.
+
+A blocked upgrade is an outcome, not a crash. The gate task writes its verdict (report, alert,
+XCom) and then ends *skipped*, so the grid shows "the gate worked and stopped the upgrade" (every
+upgrade step skipped, the run green) apart from a crash (a red failed task, the run failed). The
+sentence a person reads is pushed to XCom under `NOTE_XCOM_KEY`; the plugin's listener
+(`flink_gate.listeners`) copies it into the task instance note and the DAG run note when the run
+ends: a task has no supported way to write notes itself (the Task SDK's execution API has none),
+the scheduler that finishes the run does.
+
+No Airflow import here: the operator, the fleet task, the listener and the tests share it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from upgrade_gate.cli.text_table import human_bytes
+
+NOTE_XCOM_KEY = "gate_note"
+REPORT_URL_XCOM_KEY = "report_url"
+MAX_NOTE_CHARS = 1000  # Airflow's note columns are 1000 characters
+
+
+def clip(text: str) -> str:
+    return text if len(text) <= MAX_NOTE_CHARS else text[: MAX_NOTE_CHARS - 1] + "…"
+
+
+def gate_note(verdict: str, bytes_at_risk: int | None, report_url: str, *, blocked: bool) -> str:
+    """`BLOCKED: STATE_MISROUTED, 4.8 KiB at risk — report: <url>` or `SAFE: no state at risk — …`."""
+    if not blocked:
+        return clip(f"{verdict}: the upgrade may proceed, no state at risk — report: {report_url}")
+    return clip(f"BLOCKED: {verdict}, {human_bytes(int(bytes_at_risk or 0))} at risk — report: {report_url}")
+
+
+def fleet_note(published: dict[str, Any], report_url: str) -> str:
+    """`BLOCKED 3 of 4 jobs (fraud-scoring, …), 12.3 KiB at risk — summary: <url>`, or `PASS: …`."""
+    jobs = int(published.get("jobs") or 0)
+    blocked = list(published.get("blocked") or [])
+    unchecked = int(published.get("unchecked") or 0)
+    tail = f", {unchecked} not checked" if unchecked else ""
+    if not blocked:
+        return clip(f"PASS: all {jobs} jobs SAFE{tail} — summary: {report_url}")
+    names = ", ".join(blocked[:5]) + (", …" if len(blocked) > 5 else "")
+    return clip(f"BLOCKED {len(blocked)} of {jobs} jobs ({names}), "
+                f"{human_bytes(int(published.get('bytes_at_risk') or 0))} at risk{tail} — summary: {report_url}")
