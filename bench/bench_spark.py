@@ -14,8 +14,14 @@ session start-up, which is reported separately. Inputs are generated once under
 `.work/bench/spark/`. Prints a table with the ratio to the single-process core and the 1 -> 2
 core scaling.
 
+Every fleet run must give every job a verdict (no `error` row, and no state whose serialization
+proxy could not be read): the generated savepoints carry real Flink's proxies (`bench.fleet`).
+Each Spark run also reports the driver's peak memory (`bench.peak_memory`: VmHWM of the driver's
+Python process and of its JVM, sampled from /proc) and the cost per job.
+
 Usage: python -m bench.bench_spark [--jobs 10000] [--ops 50] [--int-keys 100000000]
                                    [--string-keys 10000000] [--quick]
+       python -m bench.bench_spark --only fleet --jobs 100000 --configs 2   (the scale run: local[2] only)
 """
 
 from __future__ import annotations
@@ -36,15 +42,29 @@ DRIVER_MEMORY = "6g"
 
 
 # ---- inputs -----------------------------------------------------------------------------
-def fleet_input(jobs: int, ops: int) -> Path:
-    from bench.fleet import generate_fleet
+GENERATED_AT_MOST = 10_000  # larger fleets are this one replicated (bench.fleet.replicate_fleet)
 
-    root = BENCH_DIR / f"fleet-{jobs}x{ops}"
+
+def fleet_input(jobs: int, ops: int) -> Path:
+    from bench.fleet import FLEET_FORMAT, generate_fleet, replicate_fleet
+
+    replicated = jobs > GENERATED_AT_MOST and jobs % GENERATED_AT_MOST == 0
+    root = BENCH_DIR / f"fleet-{jobs}x{ops}-f{FLEET_FORMAT}{'-replicated' if replicated else ''}"
     if not (root / "fleet.json").is_file():
         t = time.perf_counter()
-        generate_fleet(root, jobs, ops=ops, seed=99)
+        if replicated:
+            replicate_fleet(fleet_input(GENERATED_AT_MOST, ops), root, jobs // GENERATED_AT_MOST)
+        else:
+            generate_fleet(root, jobs, ops=ops, seed=99)
         print(f"generated {root} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     return root
+
+
+def fleet_rows(root: Path, part: str) -> list[tuple[str, str]] | None:
+    """(job, path) rows of a replicated fleet (its files are its originals'); None: list the folder."""
+    if not root.name.endswith("-replicated"):
+        return None
+    return [(j["job"], str((root / j[part]).resolve())) for j in json.loads((root / "fleet.json").read_text())]
 
 
 def keys_input(key_type: str, n: int) -> Path:
@@ -62,6 +82,8 @@ def keys_input(key_type: str, n: int) -> Path:
 
 def warm(root: Path) -> None:
     """Read every file of the fleet once, so every run starts from the same (warm) page cache."""
+    if root.name.endswith("-replicated"):  # its files are its originals'
+        root = (root / json.loads((root / "fleet.json").read_text())[0]["spec"]).resolve().parent.parent
     for path in root.rglob("*"):
         if path.is_file():
             path.read_bytes()
@@ -161,14 +183,23 @@ def spark_worker(kind: str, cores: int, arg: str, key_type: str | None) -> dict[
         root = Path(arg)
         partitions = 4 * cores
 
+        from spark_jobs.progress import Progress
+
+        log = common.get_logger("bench")
+
         def ids() -> float:
-            parquet_output.write_table(fleet_ids.ids_rows(fleet_ids.catalogue(spark, str(root / "upgrades"),
-                                                                                  partitions)), str(out / "ids"))
+            rows = fleet_rows(root, "upgrade") or fleet_ids.catalogue_rows(str(root / "upgrades"))
+            with Progress.for_session(spark, log, "fleet_ids", len(rows), 30) as progress:
+                parquet_output.write_table(fleet_ids.ids_rows(fleet_ids.catalogue(spark, str(root / "upgrades"),
+                                                                                      partitions, rows),
+                                                              progress=progress.address), str(out / "ids"))
             return time.perf_counter() - t
 
         def scan() -> float:
-            jobs = savepoint_scan.savepoint_jobs(spark, str(root / "savepoints"), partitions)
-            parquet_output.write_table(savepoint_scan.scan_rows(jobs), str(out / "scan"))
+            rows = fleet_rows(root, "savepoint") or savepoint_scan.savepoint_job_rows(spark, str(root / "savepoints"))
+            jobs = savepoint_scan.savepoint_jobs(spark, str(root / "savepoints"), partitions, rows)
+            with Progress.for_session(spark, log, "savepoint_scan", len(rows), 30) as progress:
+                parquet_output.write_table(savepoint_scan.scan_rows(jobs, progress.address), str(out / "scan"))
             return time.perf_counter() - t
 
         # as flink_fleet_scan runs them: fleet_ids and savepoint_scan at once, then fleet_check
@@ -177,10 +208,12 @@ def spark_worker(kind: str, cores: int, arg: str, key_type: str | None) -> dict[
             t_ids, t_scan = ids_done.result(), scan_done.result()
         t_check = time.perf_counter()
         summary = fleet_check.run_check(spark, str(out / "ids"), str(out / "scan"), str(out / "check"),
-                                        plan=str(root / "plan.csv"), partitions=partitions)
+                                        plan=str(root / "plan.csv"), partitions=partitions, progress_interval=30)
         total = time.perf_counter() - t
         result = {"seconds": total, "ids_seconds": t_ids, "scan_seconds": t_scan,
-                  "check_seconds": time.perf_counter() - t_check, "verdicts": summary["verdicts"]}
+                  "check_seconds": time.perf_counter() - t_check, "verdicts": summary["verdicts"],
+                  "errors": summary["errors"], "unchecked": summary["unchecked_jobs"][:3],
+                  "unread_state": unread_state(str(out / "check" / "verdicts")), "timings": summary["timings"]}
     else:
         doc = key_alignment.run_alignment(spark, arg, str(out), key_type=key_type or "int", parallelism=8,
                                           max_parallelism=128)
@@ -192,15 +225,134 @@ def spark_worker(kind: str, cores: int, arg: str, key_type: str | None) -> dict[
     return {**result, "startup_seconds": startup}
 
 
+UNREAD_STATE = "state serializers not read"
+
+
+def unread_state(verdicts: str) -> int:
+    """Jobs whose check could not read some state's serialization proxy (a warning on the verdict row)."""
+    from spark_jobs.parquet_output import read_table
+
+    rows = read_table(verdicts, columns=["warnings"]).column("warnings").to_pylist()
+    return sum(1 for w in rows if any(UNREAD_STATE in x for x in (w or ())))
+
+
 def run_spark(kind: str, cores: int, arg: str, key_type: str | None = None) -> dict[str, Any]:
+    """One configuration in its own process; adds the driver's peak memory (Python and JVM, MiB)."""
+    from bench.peak_memory import PeakMemory
+
     cmd = [sys.executable, "-m", "bench.bench_spark", "--worker", kind, "--cores", str(cores), "--arg", arg]
     if key_type:
         cmd += ["--key-type", key_type]
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=3600)
+    # the worker's log (progress lines every 30 s) goes straight to this process' stderr
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, text=True, cwd=REPO, env=env)
+    memory = PeakMemory(proc.pid)
+    import threading
+
+    done = threading.Event()
+
+    def report() -> None:  # long runs: the peaks so far, once a minute
+        while not done.wait(60):
+            print(f"bench: {kind} local[{cores}] driver peak MiB so far {memory.peaks_mb()}, CPU-s so far "
+                  f"{memory.cpu_seconds()}", file=sys.stderr, flush=True)
+
+    threading.Thread(target=report, daemon=True).start()
+    out, _ = proc.communicate(timeout=4 * 3600)
+    done.set()
+    peaks = memory.stop()
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{' '.join(cmd)} failed (its log is above)")
+    return {**json.loads(out.strip().splitlines()[-1]), "peak_mb": peaks, "cpu_s": memory.cpu_seconds()}
+
+
+def check_fleet_result(result: dict[str, Any], jobs: int) -> None:
+    """Every job got a verdict: no error row, no state left unread."""
+    assert sum(result["verdicts"].values()) == jobs, result["verdicts"]
+    assert result["errors"] == 0, (result["errors"], result.get("unchecked"))
+    assert result["unread_state"] == 0, result["unread_state"]
+
+
+# ---- the driver's memory at fleet sizes no run here reaches ---------------------------------
+def driver_tables(base: Path, jobs: int) -> Path:
+    """ids, scan and verdict tables of `jobs` jobs: a small fleet's rows (the core, job by job, with the
+    Spark jobs' own row functions and schemas) repeated under new job names, as Parquet parts."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spark_jobs import common, fleet_check, fleet_ids, savepoint_scan
+    from spark_jobs.fleet_check import check_job
+    from spark_jobs.fleet_ids import load_spec, node_rows
+    from spark_jobs.savepoint_scan import operator_rows
+
+    root = BENCH_DIR / f"driver-{jobs}"
+    if (root / "_done").is_file():
+        return root
+    fleet = json.loads((base / "fleet.json").read_text())
+    ids, scan, verdicts = [], [], []
+    for j in fleet:
+        spec = str(base / j["upgrade"])
+        ids += node_rows(j["job"], spec, load_spec(spec), None)
+        rows = operator_rows(j["job"], str(base / j["savepoint"]), None)
+        scan += rows
+        options = {"hasher": j["hasher"], "matching": "fixed",
+                   "allow_non_restored_state": j["allow_non_restored_state"], "flink_version": j["flink_version"]}
+        verdicts.append({"job": j["job"], "spec": spec, "metadata": rows[0]["metadata"], **options,
+                         **check_job(spec, rows[0]["metadata"], **options), "error": None})
+    tables = {"ids": pa.Table.from_pylist(ids, schema=common.arrow_schema(fleet_ids.SCHEMA_DDL)),
+              "scan": pa.Table.from_pylist(scan, schema=common.arrow_schema(savepoint_scan.SCHEMA_DDL)),
+              "verdicts": pa.Table.from_pylist(verdicts, schema=common.arrow_schema(fleet_check.SCHEMA_DDL))}
+    times = -(-jobs // len(fleet))
+    per_part = max(1, 200_000 // max(1, tables["ids"].num_rows))
+    for name, table in tables.items():
+        (root / name).mkdir(parents=True, exist_ok=True)
+        job = table.column("job")
+        for part, start in enumerate(range(0, times, per_part)):
+            pieces = [table.set_column(0, "job", pa.compute.binary_join_element_wise(job, f"-r{k}", ""))
+                      for k in range(start, min(times, start + per_part))]
+            pq.write_table(pa.concat_tables(pieces), root / name / f"part-{part:05d}.parquet")
+    (root / "_done").write_text(str(times * len(fleet)))
+    return root
+
+
+def driver_phase(root: Path, old: bool) -> dict[str, Any]:
+    """fleet_check's driver work on the tables under `root`: pair the inputs, then summarise the verdicts.
+    `old`: as before this session (whole tables read at once, the summary from a list of every row)."""
+    from bench.peak_memory import own_peak_mb
+    from spark_jobs import fleet_check, fleet_inputs, parquet_output
+
+    t = time.perf_counter()
+    if old:
+        def per_job(table: str, column: str) -> dict[str, Any]:
+            data = parquet_output.read_table(table, columns=["job", column, "error"])
+            grouped = data.group_by("job", use_threads=False).aggregate([(column, "first"), ("error", "max")])
+            values = zip(grouped.column(f"{column}_first").to_pylist(), grouped.column("error_max").to_pylist(),
+                         strict=True)
+            return dict(zip(grouped.column("job").to_pylist(), values, strict=True))
+        pairs = {"graphs": len(per_job(str(root / "ids"), "spec")), "savepoints": len(per_job(str(root / "scan"),
+                                                                                           "metadata"))}
+        summary = fleet_check.summarize(fleet_check.read_verdicts(None, str(root / "verdicts")))  # type: ignore[arg-type]
+    else:
+        names = [c.split()[0] for c in fleet_inputs.INPUT_DDL.split(", ")]  # what run_check keeps: one tuple a job
+        rows = [tuple(r[c] for c in names) for r in fleet_inputs.iter_inputs(
+            None, str(root / "ids"), str(root / "scan"))]  # type: ignore[arg-type]
+        pairs = {"graphs": len(rows), "savepoints": sum(1 for r in rows if r[2])}
+        del rows
+        summary = fleet_check.summarize_table(str(root / "verdicts"))
+    return {"seconds": round(time.perf_counter() - t, 1), "peak_mb": own_peak_mb(), "pairs": pairs,
+            "jobs": summary["jobs"], "verdicts": summary["verdicts"]}
+
+
+def driver_memory(sizes: list[int], base_jobs: int = 300) -> None:
+    base = fleet_input(base_jobs, 50)
+    for jobs in sizes:
+        root = driver_tables(base, jobs)
+        for old in (True, False):
+            proc = subprocess.run([sys.executable, "-m", "bench.bench_spark", "--worker", "driver", "--arg", str(root),
+                                   "--cores", str(int(old))], capture_output=True, text=True, cwd=REPO, timeout=7200)
+            if proc.returncode != 0:
+                raise RuntimeError(proc.stderr[-3000:])
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            print(f"driver, {jobs:,} jobs, {'before' if old else 'now'}: {json.dumps(r)}", file=sys.stderr, flush=True)
 
 
 # ---- the table --------------------------------------------------------------------------
@@ -218,13 +370,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--string-keys", type=int, default=10_000_000)
     ap.add_argument("--quick", action="store_true", help="1,000 jobs, 10 M int keys, 1 M string keys")
     ap.add_argument("--only", choices=("fleet", "keys"), default=None)
+    ap.add_argument("--configs", default="core,1,2",
+                    help="fleet runs to make: core (single process), 1 and/or 2 (local[n]); e.g. 2 for the scale run")
+    ap.add_argument("--driver-memory", default=None, metavar="N,N",
+                    help="only fleet_check's driver work (pairing, summary) on tables of N jobs, before and now")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--cores", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--arg", help=argparse.SUPPRESS)
     ap.add_argument("--key-type", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.worker == "driver":
+        print(json.dumps(driver_phase(Path(args.arg), bool(args.cores))))
+        return 0
     if args.worker:
         print(json.dumps(spark_worker(args.worker, args.cores, args.arg, args.key_type)))
+        return 0
+    if args.driver_memory:
+        driver_memory([int(n) for n in args.driver_memory.split(",")])
         return 0
     if args.quick:
         args.jobs, args.int_keys, args.string_keys = 1000, 10_000_000, 1_000_000
@@ -233,21 +395,33 @@ def main(argv: list[str] | None = None) -> int:
               "core / local[2] | local[1] / local[2] | session start (s) |\n|---|---|---|---|---|---|---|---|")
     lines = []
     if args.only in (None, "fleet"):
+        configs = set(args.configs.split(","))
         root = fleet_input(args.jobs, args.ops)
-        warm(root)
-        core = core_fleet(root)
-        warm(root)
-        one = run_spark("fleet", 1, str(root))
-        warm(root)
-        two = run_spark("fleet", 2, str(root))
-        assert one["verdicts"] == two["verdicts"] == {k: core["verdicts"].get(k, 0) for k in two["verdicts"]}, (
-            one["verdicts"], two["verdicts"], core["verdicts"])
-        lines.append(_row("fleet end to end (ids + scan + check)", f"{args.jobs} jobs x {args.ops} ops", core, one,
-                          two))
-        print(lines[-1], file=sys.stderr, flush=True)
-        print(f"fleet local[2] phases: ids done at {two['ids_seconds']:.1f} s and scan at {two['scan_seconds']:.1f} s "
-              f"(at once), then "
-              f"check {two['check_seconds']:.1f} s; verdicts {two['verdicts']}", file=sys.stderr)
+        runs: dict[str, dict[str, Any]] = {}
+        if "core" in configs:
+            warm(root)
+            runs["core"] = core_fleet(root)
+            assert "ERROR" not in runs["core"]["verdicts"], runs["core"]["verdicts"]
+        for cores in (1, 2):
+            if str(cores) in configs:
+                warm(root)
+                runs[f"local[{cores}]"] = run_spark("fleet", cores, str(root))
+                check_fleet_result(runs[f"local[{cores}]"], args.jobs)
+                r = runs[f"local[{cores}]"]
+                print(f"fleet {args.jobs} jobs on local[{cores}]: {r['seconds']:.1f} s "
+                      f"({1000 * r['seconds'] / args.jobs:.2f} ms/job; session start {r['startup_seconds']:.0f} s); "
+                      f"ids done at {r['ids_seconds']:.1f} s, scan at {r['scan_seconds']:.1f} s, then check "
+                      f"{r['check_seconds']:.1f} s; driver peak MiB {r['peak_mb']}; CPU-s {r['cpu_s']}; "
+                      f"verdicts {r['verdicts']}",
+                      file=sys.stderr, flush=True)
+        names = {k for r in runs.values() for k in r["verdicts"]}
+        verdicts = [{k: r["verdicts"].get(k, 0) for k in names} for r in runs.values()]
+        assert all(v == verdicts[0] for v in verdicts), {k: r["verdicts"] for k, r in runs.items()}
+        if {"core", "local[1]", "local[2]"} <= runs.keys():
+            lines.append(_row("fleet end to end (ids + scan + check)", f"{args.jobs} jobs x {args.ops} ops",
+                              runs["core"], runs["local[1]"], runs["local[2]"]))
+            print(lines[-1], file=sys.stderr, flush=True)
+        print(json.dumps({"jobs": args.jobs, "ops": args.ops, "runs": runs}), file=sys.stderr, flush=True)
     if args.only in (None, "keys"):
         for key_type, n in (("int", args.int_keys), ("string", args.string_keys)):
             root = keys_input(key_type, n)

@@ -10,8 +10,13 @@
   (which real Flink gives, see the conformance tests); state handles are shaped like the real
   fixtures' (`tests/fixtures/savepoints/`): source reader splits plus coordinator state, legacy
   source offsets, keyed state in canonical key-group handles (inline below 4 KB, else relative
-  files), list/union/broadcast operator state. Some jobs also get an older savepoint and an
-  incomplete one (no `_metadata`), so "newest complete savepoint" is exercised;
+  files), list/union/broadcast operator state. Every state stream starts with the serialization
+  proxy real Flink wrote (`RealStreams`: the operator streams are real Flink's bytes whole, a keyed
+  stream is real Flink's `KeyedBackendSerializationProxy` followed by random key-group bytes), so
+  the state-schema rule reads every state (upgrade_gate/flink/state_meta/). A relative file holds
+  that proxy and a short tail, not the whole declared size (the readers read only the proxy).
+  Some jobs also get an older savepoint and an incomplete one (no `_metadata`), so "newest
+  complete savepoint" is exercised;
 * `upgrades/<job>.json`: the graph of the next version of the job, made by one scenario with a
   known outcome (`SCENARIOS`), and `plan.csv` / `fleet.json`: per job the hasher, the
   `allowNonRestoredState` flag, the Flink version to run and the expected verdict.
@@ -46,6 +51,9 @@ from hashing.keygroups import compute_default_max_parallelism, compute_key_group
 from hashing.operator_ids import OperatorIds, compute_operator_ids
 from hashing.readers import parse_graph
 from upgrade_gate.flink.metadata import parse_metadata
+from upgrade_gate.flink.metadata.reader import BoundedReader
+from upgrade_gate.flink.state_meta import read_state_schemas
+from upgrade_gate.flink.state_meta.proxy import read_keyed_proxy
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE_DIR = REPO / "tests" / "fixtures" / "flink" / "2.3.0" / "graphs"
@@ -53,6 +61,8 @@ SAVEPOINT_FIXTURES = REPO / "tests" / "fixtures" / "savepoints"
 MAGIC = 0x4960672D
 INLINE_LIMIT = 4096  # bytes; larger state goes to "files" (relative handles), as Flink's memory threshold does
 MAX_OPS = 200
+FLEET_FORMAT = 2  # bumped when the files change (2: real serialization proxies); names the benchmarks' cache
+FILE_TAIL = 256  # bytes after the proxy in a relative state file (the declared size is the state's)
 
 # scenario -> (weight, expected verdict without / with allowNonRestoredState)
 SCENARIOS: dict[str, tuple[float, str, str]] = {
@@ -194,6 +204,54 @@ def _properties_trailer(version: int) -> bytes:
 
 
 _TRAILERS: dict[int, bytes] = {}
+# the savepoint real Flink wrote, per `_metadata` version, whose state-handle bytes the fleet reuses
+REAL_STATE_RELEASES = {4: "1.20.5", 6: "2.3.0"}
+# the operator state names in that savepoint -> the fleet's state kind
+_OPERATOR_KINDS = {"SourceReaderState": "source", "legacy-offset": "legacy_source", "rules": "broadcast",
+                   "split-list": "list"}
+
+
+@dataclass(frozen=True)
+class RealStreams:
+    """State-handle bytes real Flink wrote into `hashmap-canonical-p2` (tests/fixtures/savepoints/).
+
+    `operator[kind]`: the `OperatorStreamStateHandle`'s state map (name -> mode ordinal, offsets) and its
+    whole stream (an `OperatorBackendSerializationProxy` and the elements); `keyed_proxy`: the
+    `KeyedBackendSerializationProxy` a HashMap backend's canonical keyed stream starts with."""
+
+    operator: dict[str, tuple[dict[str, tuple[int, list[int]]], bytes]]
+    keyed_proxy: bytes
+
+
+_REAL: dict[int, RealStreams] = {}
+
+
+def real_streams(version: int) -> RealStreams:
+    """The real state bytes for `_metadata` version 4 (Flink 1.20) or 6 (Flink 2.3), read once."""
+    if version in _REAL:
+        return _REAL[version]
+    path = SAVEPOINT_FIXTURES / REAL_STATE_RELEASES[version] / "hashmap-canonical-p2" / "_metadata"
+    meta = parse_metadata(path.read_bytes(), str(path), str(path.parent))
+    operator: dict[str, tuple[dict[str, tuple[int, list[int]]], bytes]] = {}
+    keyed_proxy = b""
+    for op in meta.operator_states:
+        if not op.subtask_states:
+            continue
+        first = op.subtask_states[min(op.subtask_states)]
+        for h in first.managed_operator_state:
+            kind = next(_OPERATOR_KINDS[n] for n in h.state_name_to_partition_offsets if n in _OPERATOR_KINDS)
+            states = {n: (i.mode.value, list(i.offsets)) for n, i in h.state_name_to_partition_offsets.items()}
+            operator[kind] = (states, h.delegate.data)
+        for h in first.managed_keyed_state:
+            data = h.delegate.data
+            reader = BoundedReader(data, str(path))
+            if read_keyed_proxy(reader, h.kind).incomplete is not None:
+                raise RuntimeError(f"{path}: keyed proxy not read whole")
+            keyed_proxy = data[:reader.pos]
+    if set(operator) != set(_OPERATOR_KINDS.values()) or not keyed_proxy:
+        raise RuntimeError(f"{path}: expected source, legacy source, list, broadcast and keyed state")
+    _REAL[version] = RealStreams(operator, keyed_proxy)
+    return _REAL[version]
 
 
 class MetadataWriter:
@@ -206,6 +264,8 @@ class MetadataWriter:
         self.base_dir = base_dir
         self.rng = rng
         self.buf = bytearray()
+        self.real = real_streams(version)
+        self.files: list[tuple[str, bytes]] = []  # relative state files to write beside `_metadata`
 
     def _int(self, v: int) -> None:
         self.buf += struct.pack(">i", v)
@@ -222,21 +282,26 @@ class MetadataWriter:
     def _file_name(self) -> str:
         return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
 
-    def stream_handle(self, size: int) -> int:
-        """Inline bytes (tag 1) below INLINE_LIMIT, else a file relative to the savepoint (tag 6)."""
+    def stream_handle(self, head: bytes, size: int) -> int:
+        """A stream of `size` bytes starting with `head` (the proxy real Flink wrote), random after it:
+        inline (tag 1) up to INLINE_LIMIT, else a file relative to the savepoint (tag 6) holding `head` and
+        FILE_TAIL random bytes (the state readers read a stream's proxy, never the rest)."""
         if size <= INLINE_LIMIT:
             self._byte(1)
             self._utf(f"file:{self.base_dir}/{self._file_name()}")
             self._int(size)
-            self.buf += self.rng.randbytes(size)
+            self.buf += head + self.rng.randbytes(size - len(head))
         else:
+            name = self._file_name()
             self._byte(6)
-            self._utf(self._file_name())
+            self._utf(name)
             self._long(size)
+            self.files.append((name, head + self.rng.randbytes(FILE_TAIL)))
         return size
 
-    def operator_handle(self, states: dict[str, tuple[int, list[int]]], size: int) -> int:
-        """Tag 4: name -> (mode ordinal, partition offsets), then the delegate stream."""
+    def operator_handle(self, kind: str) -> int:
+        """Tag 4: name -> (mode ordinal, partition offsets), then the stream, as real Flink wrote both."""
+        states, stream = self.real.operator[kind]
         self._byte(4)
         self._int(len(states))
         for name, (mode, offsets) in states.items():
@@ -245,19 +310,21 @@ class MetadataWriter:
             self._int(len(offsets))
             for off in offsets:
                 self._long(off)
-        return self.stream_handle(size)
+        return self.stream_handle(stream, len(stream))
 
     def keyed_handle(self, key_groups: tuple[int, int], size: int) -> int:
-        """Tag 7 (canonical savepoint key groups): range, one offset per key group, delegate."""
+        """Tag 7 (canonical savepoint key groups): range, one offset per key group (after the proxy), delegate."""
         start, end = key_groups
         num = end - start + 1
+        proxy = self.real.keyed_proxy
+        size = max(size, len(proxy) + num)
         self._byte(7)
         self._int(start)
         self._int(num)
-        step = max(1, size // max(1, num))
+        step = max(1, (size - len(proxy)) // max(1, num))
         for i in range(num):
-            self._long(min(size - 1, i * step) if size else 0)
-        return self.stream_handle(size)
+            self._long(len(proxy) + i * step)
+        return self.stream_handle(proxy, size)
 
     def write(self, checkpoint_id: int, operators: list[dict[str, Any]]) -> bytes:
         self._int(MAGIC)
@@ -292,14 +359,7 @@ class MetadataWriter:
         kind = op["kind"]
         if kind in ("source", "legacy_source", "list", "broadcast"):
             self._int(1)
-            if kind == "source":
-                op["written"] += self.operator_handle({"SourceReaderState": (0, [234])}, 265)
-            elif kind == "legacy_source":
-                op["written"] += self.operator_handle({"legacy-offset": (0, [196])}, 204)
-            elif kind == "broadcast":
-                op["written"] += self.operator_handle({"rules": (2, [291])}, 370)
-            else:
-                op["written"] += self.operator_handle({"split-list": (0, [374, 382]), "union-list": (1, [366])}, 390)
+            op["written"] += self.operator_handle(kind)
         else:
             self._int(0)
         self._int(0)  # raw operator state
@@ -334,8 +394,11 @@ def write_savepoint(directory: Path, version: int, checkpoint_id: int, operators
     """Write and validate one `_metadata`: read back, every id, parallelism and byte count must match."""
     for op in operators:
         op["written"] = 0
-    data = MetadataWriter(version, str(directory), rng).write(checkpoint_id, operators)
+    writer = MetadataWriter(version, str(directory), rng)
+    data = writer.write(checkpoint_id, operators)
     directory.mkdir(parents=True, exist_ok=True)
+    for name, content in writer.files:
+        (directory / name).write_bytes(content)
     target = directory / "_metadata"
     target.write_bytes(data)
     meta = parse_metadata(data, str(target), str(directory))
@@ -350,6 +413,11 @@ def write_savepoint(directory: Path, version: int, checkpoint_id: int, operators
                                  f"wrote p={op['parallelism']} maxp={op['max_parallelism']} bytes={expect}")
         if version >= 5 and (got.name != (op["name"] or None) or got.uid != (op["uid"] or None)):
             raise AssertionError(f"{target}: name/uid of {op['id'].hex()} read back differently")
+    # every state stream's proxy reads back whole, inline and in files (what the state-schema rule reads)
+    stateful = [op for op in operators if op["written"]]
+    schemas = read_state_schemas(meta, strict=True)
+    if len(schemas) != len(stateful) or any(s.incomplete or not s.states for s in schemas):
+        raise AssertionError(f"{target}: state serialization proxies read back incomplete")
     return data
 
 
@@ -552,6 +620,32 @@ def generate_fleet(root: str | Path, jobs: int, *, ops: int | None = None, seed:
             w.writerow([j.job, j.hasher, str(j.allow_non_restored_state).lower(), j.flink_version])
     (root / "fleet.json").write_text(json.dumps([asdict(j) for j in fleet], indent=1), encoding="utf-8")
     return fleet
+
+
+def replicate_fleet(source: str | Path, root: str | Path, times: int) -> list[dict[str, Any]]:
+    """A fleet `times` as large: every job of `source` again as `<job>-r<k>`, by reference.
+
+    Writes only `fleet.json` and `plan.csv` under `root`; each replica's spec, upgrade and savepoint
+    paths point at its original's files (relative to `root`), so the benchmark hands the Spark jobs
+    explicit (job, path) rows rather than a folder to list. Each replica costs the Spark jobs exactly
+    the work of its original: every job is read, parsed, hashed and simulated on its own, and the
+    core's only caches are keyed by values every fleet repeats (such as `murmur.traverse_id_hash`).
+    A 100,000-job benchmark then needs 10,000 generated jobs, not hours of generation on a loaded
+    machine. What it does not reproduce: ten times the distinct bytes in the page cache."""
+    source, root = Path(source).resolve(), Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    jobs = json.loads((source / "fleet.json").read_text(encoding="utf-8"))
+    rel = os.path.relpath(source, root.resolve())
+    out = [{**j, "job": j["job"] if k == 0 else f"{j['job']}-r{k}",
+            **{part: f"{rel}/{j[part]}" for part in ("spec", "upgrade", "savepoint")}}
+           for k in range(times) for j in jobs]
+    with open(root / "plan.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["job", "hasher", "allow_non_restored_state", "flink_version"])
+        for j in out:
+            w.writerow([j["job"], j["hasher"], str(j["allow_non_restored_state"]).lower(), j["flink_version"]])
+    (root / "fleet.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
+    return out
 
 
 def upload_fleet(client: Any, bucket: str, root: Path, prefix: str, parts: tuple[str, ...] = ("savepoints",)) -> int:

@@ -201,7 +201,7 @@ def default_partitions(spark: SparkSession, requested: int | None, items: int) -
 
 # ---- schemas ----------------------------------------------------------------------------
 _SIMPLE_TYPES = {"string": "StringType", "long": "LongType", "int": "IntegerType", "boolean": "BooleanType",
-                 "double": "DoubleType"}
+                 "double": "DoubleType", "short": "ShortType"}
 
 
 def spark_schema(ddl: str) -> Any:
@@ -222,6 +222,19 @@ def spark_schema(ddl: str) -> Any:
             dtype = getattr(T, _SIMPLE_TYPES[kind])()
         fields.append(T.StructField(name, dtype, True))
     return T.StructType(fields)
+
+
+def ddl_of(schema: Any) -> str:
+    """The DDL subset of a StructType of scalar fields (the inverse of `spark_schema`), so a DataFrame's
+    rows can go through `parquet_output.write_table` (the workers write them, `s3://` included)."""
+    names = {v: k for k, v in _SIMPLE_TYPES.items()}
+    out = []
+    for f in schema.fields:
+        kind = names.get(type(f.dataType).__name__)
+        if kind is None:
+            raise JobError(f"column {f.name}: type {f.dataType.simpleString()} has no Parquet part writer here")
+        out.append(f"{f.name} {kind}")
+    return ", ".join(out)
 
 
 def arrow_schema(ddl: str) -> Any:

@@ -22,7 +22,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -154,34 +154,69 @@ def _read_verdicts_spark(spark: SparkSession, table: str) -> list[dict[str, Any]
     return [r.asDict() for r in spark.read.parquet(table).select(*SUMMARY_COLUMNS).collect()]
 
 
-def summarize(verdicts: list[dict[str, Any]], worst: int = DEFAULT_WORST) -> dict[str, Any]:
+class _Summary:
+    """The gate document, accumulated row by row: counts and sums, plus only the `worst` worst jobs and
+    the `worst` first unchecked jobs (by name), so a fleet's summary needs no list of all its rows."""
+
+    def __init__(self, worst: int) -> None:
+        self.worst = worst
+        self.counts: dict[str, int] = {}
+        self.jobs = self.state = self.lost = self.blocked = 0
+        self.worst_rows: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        self.errors: list[tuple[str, dict[str, Any]]] = []
+
+    def add(self, r: dict[str, Any]) -> None:
+        verdict = r["verdict"] or "ERROR"
+        self.counts[verdict] = self.counts.get(verdict, 0) + 1
+        self.jobs += 1
+        self.state += r["state_bytes"] or 0
+        self.lost += r["lost_bytes"] or 0
+        if r["verdict"] == Verdict.RESTORE_FAILS:
+            self.blocked += r["state_bytes"] or 0
+        if r["verdict"] and policy.blocks(r["verdict"]):
+            key = (-Verdict(r["verdict"]).severity, -(r["lost_bytes"] or 0), -(r["state_bytes"] or 0), r["job"])
+            self.worst_rows.append((key, r))
+            if len(self.worst_rows) > 4 * self.worst + 64:
+                self.worst_rows = sorted(self.worst_rows, key=lambda kr: kr[0])[:self.worst]
+        if r["error"] is not None:
+            self.errors.append((r["job"], r))
+            if len(self.errors) > 4 * self.worst + 64:
+                self.errors = sorted(self.errors, key=lambda kr: kr[0])[:self.worst]
+
+    def doc(self) -> dict[str, Any]:
+        worst_rows = [r for _, r in sorted(self.worst_rows, key=lambda kr: kr[0])[:self.worst]]
+        errors = [r for _, r in sorted(self.errors, key=lambda kr: kr[0])[:self.worst]]
+        by_verdict = {v.value: self.counts.get(v, 0) for v in Verdict.mildest_first()}
+        return {
+            "gate": "PASS" if self.jobs and by_verdict[Verdict.SAFE] == self.jobs else "BLOCK",
+            "jobs": self.jobs,
+            "verdicts": by_verdict,
+            "errors": self.counts.get("ERROR", 0),
+            "bytes_at_risk": self.lost,
+            "state_bytes": self.state,
+            "state_bytes_in_failing_restores": self.blocked,
+            "worst_jobs": [{"job": r["job"], "verdict": r["verdict"], "lost_bytes": r["lost_bytes"],
+                            "state_bytes": r["state_bytes"], "lost_operators": r["lost_operators"],
+                            "flink_error": r["flink_error"], "verdict_with_remedies": r["verdict_with_remedies"],
+                            "losses": json.loads(r["losses"] or "[]")[:5]} for r in worst_rows],
+            "unchecked_jobs": [{"job": r["job"], "error": r["error"]} for r in errors],
+        }
+
+
+def summarize(verdicts: Iterable[dict[str, Any]], worst: int = DEFAULT_WORST) -> dict[str, Any]:
     """The gate document: PASS only if every job was checked and is SAFE."""
-    counts: dict[str, int] = {}
+    acc = _Summary(worst)
     for r in verdicts:
-        counts[r["verdict"] or "ERROR"] = counts.get(r["verdict"] or "ERROR", 0) + 1
-    totals = {"jobs": len(verdicts), "state": sum(r["state_bytes"] or 0 for r in verdicts),
-              "lost": sum(r["lost_bytes"] or 0 for r in verdicts),
-              "blocked": sum(r["state_bytes"] or 0 for r in verdicts if r["verdict"] == Verdict.RESTORE_FAILS)}
-    worst_rows = sorted((r for r in verdicts if r["verdict"] and policy.blocks(r["verdict"])),
-                        key=lambda r: (-Verdict(r["verdict"]).severity, -(r["lost_bytes"] or 0),
-                                       -(r["state_bytes"] or 0), r["job"]))[:worst]
-    errors = sorted((r for r in verdicts if r["error"] is not None), key=lambda r: r["job"])[:worst]
-    by_verdict = {v.value: counts.get(v, 0) for v in Verdict.mildest_first()}
-    n_errors = counts.get("ERROR", 0)
-    return {
-        "gate": "PASS" if totals["jobs"] and by_verdict[Verdict.SAFE] == totals["jobs"] else "BLOCK",
-        "jobs": totals["jobs"],
-        "verdicts": by_verdict,
-        "errors": n_errors,
-        "bytes_at_risk": totals["lost"],
-        "state_bytes": totals["state"],
-        "state_bytes_in_failing_restores": totals["blocked"],
-        "worst_jobs": [{"job": r["job"], "verdict": r["verdict"], "lost_bytes": r["lost_bytes"],
-                        "state_bytes": r["state_bytes"], "lost_operators": r["lost_operators"],
-                        "flink_error": r["flink_error"], "verdict_with_remedies": r["verdict_with_remedies"],
-                        "losses": json.loads(r["losses"] or "[]")[:5]} for r in worst_rows],
-        "unchecked_jobs": [{"job": r["job"], "error": r["error"]} for r in errors],
-    }
+        acc.add(r)
+    return acc.doc()
+
+
+def summarize_table(table: str, worst: int = DEFAULT_WORST) -> dict[str, Any]:
+    """`summarize` over a verdict table read batch by batch: the driver never holds every job's row
+    (each blocked job's losses are JSON of a few KB; 100,000 of them would be hundreds of MB)."""
+    from spark_jobs.parquet_output import table_batches
+
+    return summarize((r for batch in table_batches(table, list(SUMMARY_COLUMNS)) for r in batch.to_pylist()), worst)
 
 
 def run_check(spark: SparkSession, ids_table: str, scan_table: str, output: str, *, plan: str | None = None,
@@ -195,20 +230,22 @@ def run_check(spark: SparkSession, ids_table: str, scan_table: str, output: str,
     manifests, when they have one), pairing the inputs, the checks, and the summary itself."""
     log = common.get_logger(JOB)
     started = time.perf_counter()
-    rows = fleet_inputs.check_inputs(spark, ids_table, scan_table, plan=plan, old_ids_table=old_ids_table,
-                                     hasher=hasher, matching=matching,
-                                     allow_non_restored_state=allow_non_restored_state, flink_version=flink_version)
     names = [c.split()[0] for c in fleet_inputs.INPUT_DDL.split(", ")]
-    n = common.default_partitions(spark, partitions, max(1, len(rows)))
-    inputs = common.spread(spark, [tuple(r[c] for c in names) for r in rows], n, fleet_inputs.INPUT_DDL)
+    rows = [tuple(r[c] for c in names) for r in fleet_inputs.iter_inputs(
+        spark, ids_table, scan_table, plan=plan, old_ids_table=old_ids_table, hasher=hasher, matching=matching,
+        allow_non_restored_state=allow_non_restored_state, flink_version=flink_version)]
+    total = len(rows)
+    inputs = common.spread(spark, rows, common.default_partitions(spark, partitions, max(1, total)),
+                           fleet_inputs.INPUT_DDL)
+    del rows  # the tasks' copy lives in the JVM
     paired = time.perf_counter()
     with common.atomic_output(output, overwrite=overwrite) as tmp:
         target = common.parse_location(tmp)
         verdict_path = target.child("verdicts").uri
-        with Progress.for_session(spark, log, JOB, len(rows), progress_interval) as progress:
+        with Progress.for_session(spark, log, JOB, total, progress_interval) as progress:
             write_table(check_rows(inputs, progress=progress.address), verdict_path, overwrite=overwrite)
         checked = time.perf_counter()
-        summary = summarize(read_verdicts(spark, verdict_path), worst)
+        summary = summarize_table(verdict_path, worst)
         summary["timings"] = {
             **{f"{name}_write_s": s for name, s in (("fleet_ids", table_seconds(ids_table)),
                                                      ("savepoint_scan", table_seconds(scan_table))) if s is not None},

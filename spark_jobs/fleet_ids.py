@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import common
-from spark_jobs.parquet_output import ArrowRows, read_table, write_table
+from spark_jobs.parquet_output import ArrowRows, table_batches, write_table
 from spark_jobs.progress import Progress
 
 if TYPE_CHECKING:
@@ -178,12 +178,13 @@ def _run(argv: list[str] | None) -> int:
     log.info("catalogue %s: %d specs in %d tasks", args.catalogue, len(rows), jobs.rdd.getNumPartitions())
     with Progress.for_session(spark, log, JOB, len(rows), args.progress_interval) as progress:
         write_table(ids_rows(jobs, args.flink_version, progress.address), args.output, overwrite=args.overwrite)
-    import pyarrow.compute as pc
-
-    out = read_table(args.output, ["job", "error"])  # pyarrow: local or s3:// through the manifest
-    failed = out.filter(out.column("error").is_valid())
-    log.info("wrote %s: %d nodes, %d jobs with errors, in %.1f s", args.output, out.num_rows - failed.num_rows,
-             len(pc.unique(failed.column("job"))), time.perf_counter() - t)
+    nodes, failed = 0, set()
+    for batch in table_batches(args.output, ["job", "error"]):  # local or s3:// (manifest), one batch at a time
+        bad = batch.filter(batch.column("error").is_valid())
+        nodes += batch.num_rows - bad.num_rows
+        failed.update(bad.column("job").to_pylist())
+    log.info("wrote %s: %d nodes, %d jobs with errors, in %.1f s", args.output, nodes, len(failed),
+             time.perf_counter() - t)
     return 0
 
 

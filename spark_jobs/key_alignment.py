@@ -115,12 +115,14 @@ def load_sample(spark: SparkSession, path: str, key_column: str, split_column: s
     from pyspark.sql import functions as F
 
     lower = path.lower().rstrip("/")
-    if lower.endswith(".csv") or (not lower.endswith(".parquet") and common.parse_location(path).scheme == "file"
-                                  and any(Path(common.parse_location(path).path).glob("*.csv"))):
+    needed = [key_column, split_column] + ([reader_column] if reader_column else [])
+    if common.parse_location(path).scheme == "s3":
+        df = _s3_sample(spark, path, needed)
+    elif lower.endswith(".csv") or (not lower.endswith(".parquet")
+                                    and any(Path(common.parse_location(path).path).glob("*.csv"))):
         df = spark.read.option("header", "true").csv(path)
     else:
         df = spark.read.parquet(path)
-    needed = [key_column, split_column] + ([reader_column] if reader_column else [])
     missing = [c for c in needed if c not in df.columns]
     if missing:
         raise common.JobError(f"{path}: no column(s) {', '.join(missing)} (columns: {', '.join(df.columns)})")
@@ -128,6 +130,68 @@ def load_sample(spark: SparkSession, path: str, key_column: str, split_column: s
     if reader_column:
         cols.append(F.col(reader_column).try_cast("int").alias("reader"))
     return df.select(*cols)
+
+
+_ARROW_DDL = {"int64": "long", "int32": "int", "int16": "short", "string": "string", "large_string": "string",
+              "bool": "boolean", "double": "double"}
+
+
+def _s3_sample(spark: SparkSession, path: str, needed: list[str]) -> DataFrame:
+    """An `s3://` sample read by the executors with pyarrow's S3 filesystem (Spark would need the s3a jars):
+    the driver lists the files and reads the first one's schema; each task reads its files' `needed` columns.
+    CSV columns are read as strings, as Spark's CSV reader reads them without a schema."""
+    import pyarrow.parquet as pq
+
+    from spark_jobs.parquet_output import ArrowRows, s3_filesystem
+
+    loc = common.parse_location(path)
+    files = [f for f in common.list_files(loc, (".parquet", ".csv")) if not f.rsplit("/", 1)[-1].startswith(("_", "."))]
+    if not files:
+        raise common.JobError(f"{path}: no .parquet or .csv files")
+    csv = all(f.lower().endswith(".csv") for f in files)
+    if csv:
+        columns = {c: "string" for c in needed}
+    else:
+        schema = pq.read_schema(files[0][len("s3://"):], filesystem=s3_filesystem())
+        missing = [c for c in needed if c not in schema.names]
+        if missing:
+            raise common.JobError(f"{path}: no column(s) {', '.join(missing)} (columns: {', '.join(schema.names)})")
+        columns = {c: _ARROW_DDL.get(str(schema.field(c).type), "") for c in needed}
+        odd = [c for c, kind in columns.items() if not kind]
+        if odd:
+            raise common.JobError(f"{path}: column(s) {', '.join(odd)} of an unsupported type")
+    tasks = common.default_partitions(spark, None, len(files))
+    names = common.spread(spark, [(f,) for f in files], tasks, "file string")
+    ddl = ", ".join(f"{c} {kind}" for c, kind in columns.items())
+    return ArrowRows(names, lambda batches: _read_s3_files(batches, list(columns), csv, ddl), ddl).frame()
+
+
+def _read_s3_files(batches: Iterator[pa.RecordBatch], columns: list[str], csv: bool, ddl: str
+                   ) -> Iterator[pa.RecordBatch]:
+    """Executor side: the `columns` of every file named in the batches, as Arrow batches of `ddl`."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from spark_jobs.parquet_output import s3_filesystem
+
+    fs = s3_filesystem()
+    schema = common.arrow_schema(ddl)
+    for batch in batches:
+        for name in batch.column("file").to_pylist():
+            key = name[len("s3://"):]
+            if csv:
+                with fs.open_input_stream(key) as f:
+                    table = pacsv.read_csv(f, convert_options=pacsv.ConvertOptions(
+                        include_columns=columns, column_types=dict.fromkeys(columns, pa.string())))
+            else:
+                table = pq.read_table(key, columns=columns, filesystem=fs)
+            yield from table.cast(schema).to_batches(max_chunksize=200_000)
+
+
+def _same(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The rows as they are: lets the workers write a DataFrame's batches themselves (`write_table`)."""
+    yield from batches
 
 
 def _casts_split(sample: DataFrame, reader_from_split: bool) -> bool:
@@ -420,7 +484,13 @@ def run_alignment(spark: SparkSession, sample_path: str, output: str, *, key_typ
             "split_owner": f"column:{reader_column}" if reader_column else "modulo"}
     with common.atomic_output(output, overwrite=overwrite) as tmp:
         target = common.parse_location(tmp)
-        flagged.write.mode("overwrite" if target.scheme == "s3" else "error").parquet(target.child("offenders").uri)
+        if target.scheme == "s3":  # the workers write the parts with pyarrow, the driver commits a manifest
+            from spark_jobs.parquet_output import ArrowRows, write_table
+
+            write_table(ArrowRows(flagged, _same, common.ddl_of(flagged.schema)), target.child("offenders").uri,
+                        overwrite=True)
+        else:
+            flagged.write.mode("error").parquet(target.child("offenders").uri)
         try:
             stats = {**observation.get, **inputs.get}
         except Exception:  # Spark drops a plan it proves empty, and the Observation with it

@@ -227,6 +227,46 @@ def write_part(batches: Iterator[pa.RecordBatch], folder: str, *, s3: bool = Fal
 
 
 # ---- reading ------------------------------------------------------------------------------
+def table_batches(table: str, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """`read_table`'s rows, batch by batch: a driver that reduces a fleet-sized table (5 M node rows at
+    100,000 jobs) holds one batch at a time, not the table."""
+    import pyarrow.dataset as ds
+
+    loc = common.parse_location(table)
+    if loc.scheme == "s3":
+        data = _s3_dataset(table, loc)
+    else:
+        if not Path(loc.path).exists():
+            raise common.JobError(f"{table}: no such table")
+        try:  # skips _SUCCESS, _manifest.json and .crc files, as Spark does
+            data = ds.dataset(loc.path, format="parquet", partitioning="hive")
+        except Exception as exc:
+            raise common.JobError(f"{table}: not a readable Parquet table ({type(exc).__name__}: {exc})") from None
+    try:
+        yield from data.to_batches(columns=columns, batch_size=65_536, use_threads=False)
+    except Exception as exc:
+        raise common.JobError(f"{table}: not a readable Parquet table ({type(exc).__name__}: {exc})") from None
+
+
+def _s3_dataset(table: str, loc: common.Location) -> Any:
+    """An `s3://` table as a pyarrow dataset of its manifest's parts (JobError if there is no committed one)."""
+    import pyarrow.dataset as ds
+
+    base = loc.path.rstrip("/")
+    try:
+        doc = json.loads(common.read_bytes(f"s3://{loc.bucket}/{base}/{MANIFEST}", max_bytes=MAX_MANIFEST_BYTES))
+    except Exception as exc:
+        raise common.JobError(f"{table}: no committed table ({MANIFEST} unreadable: {exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT or not isinstance(doc.get("parts"), list):
+        raise common.JobError(f"{table}: {MANIFEST} is not a table manifest")
+    files = [f"{loc.bucket}/{base}/{p}" for p in doc["parts"]]
+    try:
+        return ds.dataset(files, filesystem=s3_filesystem(), format="parquet",
+                          schema=common.arrow_schema(doc["schema"]) if doc.get("schema") else None)
+    except Exception as exc:
+        raise common.JobError(f"{table}: not a readable Parquet table ({type(exc).__name__}: {exc})") from None
+
+
 def read_table(table: str, columns: list[str] | None = None) -> pa.Table:
     """A table we wrote, in the driver: a local folder (ours or Spark's), or an `s3://` table through
     its `_manifest.json` (only the committed run's parts; a table without one is not there yet)."""

@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import common
-from spark_jobs.parquet_output import ArrowRows, read_table, write_table
+from spark_jobs.parquet_output import ArrowRows, table_batches, write_table
 from spark_jobs.progress import Progress
 
 if TYPE_CHECKING:
@@ -74,6 +74,9 @@ def savepoint_job_rows(spark: SparkSession, source: str) -> list[tuple[str, str]
     if not rows:
         raise common.JobError(f"{source}: no jobs found")
     return rows
+
+
+_ROWS_PER_BATCH = 20_000  # operator rows a worker holds before handing them on as one Arrow batch
 
 
 def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str, Any]]:
@@ -151,7 +154,11 @@ def scan_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] 
             except Exception as exc:
                 rows.append({"job": job, "savepoint": savepoint, "error": f"{type(exc).__name__}: {exc}"})
             ticker.tick()
-        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+            if len(rows) >= _ROWS_PER_BATCH:  # an input batch can hold a whole task's jobs: 50 rows each
+                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+                rows = []
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
     ticker.close()
 
 
@@ -190,11 +197,14 @@ def _run(argv: list[str] | None) -> int:
         write_table(scan_rows(jobs, progress.address), args.output, overwrite=args.overwrite)
     import pyarrow.compute as pc
 
-    out = read_table(args.output, ["job", "operator_id", "state_bytes", "error"])  # local or s3:// (manifest)
-    failed = out.filter(out.column("error").is_valid())
+    states = state_bytes = 0
+    failed: set[str] = set()
+    for batch in table_batches(args.output, ["job", "operator_id", "state_bytes", "error"]):  # one batch at a time
+        states += batch.num_rows - batch.column("operator_id").null_count
+        state_bytes += pc.sum(batch.column("state_bytes")).as_py() or 0
+        failed.update(batch.filter(batch.column("error").is_valid()).column("job").to_pylist())
     log.info("wrote %s: %d operator states, %d bytes of state, %d jobs with errors, in %.1f s", args.output,
-             out.num_rows - out.column("operator_id").null_count, pc.sum(out.column("state_bytes")).as_py() or 0,
-             len(pc.unique(failed.column("job"))), time.perf_counter() - t)
+             states, state_bytes, len(failed), time.perf_counter() - t)
     return 0
 
 

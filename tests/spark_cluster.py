@@ -73,8 +73,11 @@ class SparkCluster:
                 proc.wait()
 
 
-def start_cluster(root: Path, extra_env: dict[str, str], workers: int = 2, timeout: float = 120) -> SparkCluster:
-    """A master and `workers` workers on free loopback ports; returns once every worker has registered."""
+def start_cluster(root: Path, extra_env: dict[str, str], workers: int = 2, timeout: float = 120,
+                  worker_memory: str = WORKER_MEMORY) -> SparkCluster:
+    """A master and `workers` workers on free loopback ports; returns once every worker has registered.
+
+    `worker_memory`: what each worker offers its executors (an application asking more per executor waits)."""
     root.mkdir(parents=True, exist_ok=True)
     ports = _free_ports(2 + 2 * workers)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
@@ -97,7 +100,7 @@ def start_cluster(root: Path, extra_env: dict[str, str], workers: int = 2, timeo
                 cluster.procs.append(subprocess.Popen(
                     [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
                      "--port", str(ports[2 + 2 * i]), "--webui-port", str(ports[3 + 2 * i]), "--cores", "1",
-                     "--memory", WORKER_MEMORY, "--work-dir", str(work), cluster.master_url],
+                     "--memory", worker_memory, "--work-dir", str(work), cluster.master_url],
                     stdout=log, stderr=subprocess.STDOUT, env={**env, "SPARK_WORKER_DIR": str(work)}, cwd=work,
                     start_new_session=True))
         deadline = time.monotonic() + timeout

@@ -1,10 +1,12 @@
 """The fleet jobs on a real Spark standalone cluster (a master and two worker JVMs) give the local tables.
 
-A generated fleet of 40 jobs lives in SeaweedFS S3. `fleet_ids`, `savepoint_scan` and `fleet_check`
-run through `spark-submit --master spark://...`, reading their inputs from S3 and writing their
-tables to S3 (the workers write Parquet parts with pyarrow, the driver commits a manifest: no
-s3a connector). The same jobs on an in-process `local[2]` session write local tables. Every
-table must hold the same rows, and the work must really have run on both workers.
+A generated fleet of 40 jobs (and a key sample with planted misplacements) lives in SeaweedFS S3.
+`fleet_ids`, `savepoint_scan` and `fleet_check` run through `spark-submit --master spark://...`,
+reading their inputs from S3 and writing their tables to S3 (the workers write Parquet parts with
+pyarrow, the driver commits a manifest: no s3a connector). The same jobs on an in-process `local[2]`
+session write local tables. Every table must hold the same rows, and the work must really have run
+on both workers. `key_alignment` reads its sample from S3 in the executors (pyarrow) and writes
+`offenders/` and `report.json` to S3.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 import pytest
 
 from bench.fleet import generate_fleet, upload_fleet
-from spark_jobs import fleet_check, fleet_ids, savepoint_scan
+from bench.key_samples import write_sample
+from spark_jobs import fleet_check, fleet_ids, key_alignment, savepoint_scan
 from spark_jobs.parquet_output import read_table, write_table
 from tests.spark_cluster import SparkCluster, spark_cluster  # noqa: F401  (fixture)
 from tests.spark_support import SparkEnv, spark, spark_env  # noqa: F401  (fixtures)
@@ -45,6 +48,7 @@ def _sorted(table: str) -> list[dict[str, Any]]:
     return sorted(read_table(table).to_pylist(), key=lambda r: json.dumps(r, sort_keys=True, default=str))
 
 
+@pytest.mark.timeout(1800)  # three spark-submits and a local run; about 2 minutes on a quiet machine
 def test_fleet_jobs_on_a_two_worker_cluster_equal_local_mode(spark_cluster: SparkCluster, spark_env,  # noqa: F811
                                                             spark, s3_fleet, tmp_path, monkeypatch) -> None:  # noqa: F811
     for k, v in spark_env.aws_env.items():  # the in-process driver lists and reads S3 too
@@ -68,7 +72,7 @@ def test_fleet_jobs_on_a_two_worker_cluster_equal_local_mode(spark_cluster: Spar
     for batch in ((("ids", 1), ("scan", 1)), (("check", 2),)):
         procs = {name: submit(name, cores) for name, cores in batch}
         for name, proc in procs.items():
-            logs[name] = proc.communicate(timeout=240)[0]
+            logs[name] = proc.communicate(timeout=600)[0]  # a loaded 2-core machine: minutes
             # fleet_check exits 1 when the gate is BLOCK (a verdict, not a failure)
             assert proc.returncode in ((0, 1) if name == "check" else (0,)), logs[name][-4000:]
             assert "Traceback" not in logs[name], logs[name][-4000:]
@@ -116,3 +120,36 @@ def test_fleet_jobs_on_a_two_worker_cluster_equal_local_mode(spark_cluster: Spar
     assert sorted(o["Key"] for o in listing) == sorted(
         ["cluster/ids/_SUCCESS", "cluster/ids/_manifest.json", *(f"cluster/ids/{p}" for p in manifest["parts"])])
     assert manifest["rows"] == len(ids) and len(manifest["parts"]) == 4
+
+
+def test_key_alignment_on_a_two_worker_cluster_equals_local_mode(spark_cluster: SparkCluster, spark_env,  # noqa: F811
+                                                                spark, tmp_path, monkeypatch) -> None:  # noqa: F811
+    """The planted keys are found on the cluster, from an S3 sample, exactly as in local mode."""
+    for k, v in spark_env.aws_env.items():  # the test reads the cluster's S3 tables
+        monkeypatch.setenv(k, v)
+    sample = write_sample(tmp_path / "keys", 30_000, "long", 4, 128, misplaced=7, multi_split=5, chunk=10_000)
+    client = spark_env.s3.client()
+    client.create_bucket(Bucket="clusterkeys")
+    for part in sorted(sample.path.glob("*.parquet")):
+        client.put_object(Bucket="clusterkeys", Key=f"sample/{part.name}", Body=part.read_bytes())
+    args = ["--key-type", "long", "--parallelism", "4", "--max-parallelism", "128"]
+    proc = subprocess.run(
+        [*spark_cluster.submit_command({"spark.cores.max": "2"}), str(REPO / "spark_jobs" / "key_alignment.py"),
+         "--sample", "s3://clusterkeys/sample", "--output", "s3://clusterkeys/ka", *args],
+        capture_output=True, text=True, env=spark_cluster.env, cwd=tmp_path, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in log, log[-4000:]  # 1: keys are not aligned
+    cluster = json.loads(client.get_object(Bucket="clusterkeys", Key="ka/report.json")["Body"].read())
+    local = key_alignment.run_alignment(spark, str(sample.path), str(tmp_path / "ka"), key_type="long",
+                                        parallelism=4, max_parallelism=128)
+    assert cluster["verdict"] == "NOT_ALIGNED" and cluster["sample"] == "s3://clusterkeys/sample"
+    assert {k: v for k, v in cluster.items() if k != "sample"} == {
+        k: v for k, v in json.loads(json.dumps(local)).items() if k != "sample"}
+    assert cluster["misplaced"]["keys"] == 7 and cluster["keys_in_several_splits"]["keys"] == 5
+    offenders = _sorted("s3://clusterkeys/ka/offenders")
+    assert offenders == _sorted(str(tmp_path / "ka" / "offenders"))
+    assert {r["key"] for r in offenders if r["misplaced_rows"]} == set(sample.misplaced)
+    assert {r["key"] for r in offenders if r["in_several_splits"]} == set(sample.multi_split)
+    # both workers ran executors of this application
+    newest = {w: max(p.name for p in (spark_cluster.logs / w).glob("app-*")) for w in ("worker-0", "worker-1")}
+    assert len(set(newest.values())) == 1, newest
