@@ -26,8 +26,10 @@ from flink_gate.steps import REPO
 WORK = "{{ ti.xcom_pull(task_ids='prepare') }}"
 CATALOGUE = "{{ params.catalogue or var.value.get('upgrade_gate_catalogue', '') }}"
 SAVEPOINTS = "{{ params.savepoint_root or var.value.get('upgrade_gate_savepoint_root', '') }}"
+PARTITIONS = "{{ params.partitions }}"
+SPARK = "Spark: where and how wide the scan runs (the spark_default connection names the master)"
 SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "4",
-              "spark.default.parallelism": "2"}
+              "spark.default.parallelism": PARTITIONS, "spark.executor.memory": "{{ params.executor_memory }}"}
 
 
 @dag(
@@ -49,6 +51,13 @@ SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "768m", "spark
                                 description="One prefix per job. Empty: the Variable upgrade_gate_savepoint_root."),
         **check_params(),
         "aws_conn_id": storage_param(),
+    }) | in_section(SPARK, {
+        "partitions": Param(2, type="integer", minimum=1, maximum=100_000, title="Tasks per Spark job",
+                            description="Jobs are dealt out round-robin to this many tasks: at least the number of "
+                            "executor cores of the cluster (2 suits the embedded local[2])."),
+        "executor_memory": Param("1g", type="string", pattern="^[0-9]+[kmgt]?$", title="Executor memory",
+                                 description="spark.executor.memory; a worker must offer at least this much or "
+                                 "no executor starts."),
     }),
 )
 def flink_fleet_scan() -> None:
@@ -61,18 +70,18 @@ def flink_fleet_scan() -> None:
     work = prepare()
     ids = SparkGateJobOperator(
         task_id="fleet_ids", application=str(REPO / "spark_jobs" / "fleet_ids.py"), conn_id="spark_default",
-        application_args=["--catalogue", CATALOGUE, "--output", f"{WORK}/ids", "--overwrite", "--partitions", "2",
-                          "--flink-version", "{{ params.flink_version }}"],
+        application_args=["--catalogue", CATALOGUE, "--output", f"{WORK}/ids", "--overwrite",
+                          "--partitions", PARTITIONS, "--flink-version", "{{ params.flink_version }}"],
         aws_conn_id="{{ params.aws_conn_id }}", conf=SPARK_CONF, name="upgrade-gate-fleet-ids")
     scan = SparkGateJobOperator(
         task_id="savepoint_scan", application=str(REPO / "spark_jobs" / "savepoint_scan.py"), conn_id="spark_default",
         application_args=["--savepoints", SAVEPOINTS, "--output", f"{WORK}/scan", "--overwrite",
-                          "--partitions", "2"],
+                          "--partitions", PARTITIONS],
         aws_conn_id="{{ params.aws_conn_id }}", conf=SPARK_CONF, name="upgrade-gate-savepoint-scan")
     check = SparkGateJobOperator(
         task_id="fleet_check", application=str(REPO / "spark_jobs" / "fleet_check.py"), conn_id="spark_default",
         application_args=["--ids", f"{WORK}/ids", "--scan", f"{WORK}/scan", "--output", f"{WORK}/check",
-                          "--overwrite", "--partitions", "2", "--hasher", "{{ params.hasher }}",
+                          "--overwrite", "--partitions", PARTITIONS, "--hasher", "{{ params.hasher }}",
                           "--matching", "{{ params.matching }}",
                           "--flink-version", "{{ params.flink_version }}",
                           "{{ '--allow-non-restored-state' if params.allow_non_restored_state else '--worst=20' }}"],

@@ -19,8 +19,7 @@ import pytest
 
 DAG = "flink_fleet_scan"
 PROGRESS = r"{job}: ([\d,]+)/([\d,]+) jobs \(([\d.]+) %\), ([\d.]+) jobs/s, ([^,]+), \d+ s elapsed"
-# executors need more than the DAG's defaults leave on a one-core worker: the DAG sets no executor memory,
-# so Spark asks for its default 1g per executor
+# a worker must offer at least the DAG's executor_memory param (default 1g, Spark's own default)
 WORKER_MEMORY = "1200m"
 
 
