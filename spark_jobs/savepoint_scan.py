@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -128,18 +128,23 @@ def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str
     return rows or [{**head, "error": None}]
 
 
-def scan_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None
-                   ) -> Iterator[pa.RecordBatch]:
-    """Executor side: one boto3 client per task, every job of the task -> operator rows."""
+def scan_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None,
+                   rows_of: Callable[[str, str, Any], list[dict[str, Any]]] | None = None,
+                   schema_ddl: str | None = None) -> Iterator[pa.RecordBatch]:
+    """Executor side: one boto3 client per task, every job of the task -> its rows (`rows_of(job, savepoint,
+    client)`: this job's `operator_rows`, or another per-savepoint table's, e.g. `state_serializers`). A job
+    that cannot be read becomes one error row; rows are written every `_ROWS_PER_BATCH` so a task's memory
+    stays flat."""
     import pyarrow as pa
 
     from hashing.errors import InputError
     from spark_jobs.progress import Ticker
 
+    rows_of = rows_of or operator_rows
     ticker = Ticker(progress)
 
     common.tune_worker_gc()
-    schema = common.arrow_schema(SCHEMA_DDL)
+    schema = common.arrow_schema(schema_ddl or SCHEMA_DDL)
     client = None
     for batch in batches:
         rows: list[dict[str, Any]] = []
@@ -148,7 +153,7 @@ def scan_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] 
             try:
                 if client is None and savepoint.startswith(("s3://", "s3a://")):
                     client = common.s3_client()
-                rows.extend(operator_rows(job, savepoint, client))
+                rows.extend(rows_of(job, savepoint, client))
             except InputError as exc:  # missing savepoint, bad _metadata, S3 errors (StorageError)
                 rows.append({"job": job, "savepoint": savepoint, "error": str(exc)})
             except Exception as exc:

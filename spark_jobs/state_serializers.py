@@ -32,20 +32,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_jobs import common
+from spark_jobs import common, savepoint_scan
 from spark_jobs.parquet_output import ArrowRows, read_table, write_table
 from spark_jobs.progress import Progress
 from spark_jobs.savepoint_scan import savepoint_job_rows, savepoint_jobs
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 __all__ = ["KRYO_JOBS_SQL", "SCHEMA_DDL", "kryo_summary", "serializer_rows", "state_serializers"]
@@ -116,38 +114,10 @@ def serializer_rows(job: str, savepoint: str, client: Any | None) -> list[dict[s
     return rows or [head]
 
 
-def scan_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None
-                   ) -> Iterator[pa.RecordBatch]:
-    """Executor side: one boto3 client per task, every job of the task -> state rows."""
-    import pyarrow as pa
-
-    from hashing.errors import InputError
-    from spark_jobs.progress import Ticker
-
-    ticker = Ticker(progress)
-    common.tune_worker_gc()
-    schema = common.arrow_schema(SCHEMA_DDL)
-    client = None
-    for batch in batches:
-        rows: list[dict[str, Any]] = []
-        for job, savepoint in zip(batch.column("job").to_pylist(), batch.column("savepoint").to_pylist(),
-                                  strict=True):
-            try:
-                if client is None and savepoint.startswith(("s3://", "s3a://")):
-                    client = common.s3_client()
-                rows.extend(serializer_rows(job, savepoint, client))
-            except InputError as exc:  # missing savepoint, bad _metadata, S3 errors (StorageError)
-                rows.append({"job": job, "savepoint": savepoint, "error": str(exc)})
-            except Exception as exc:
-                rows.append({"job": job, "savepoint": savepoint, "error": f"{type(exc).__name__}: {exc}"})
-            ticker.tick()
-        yield pa.RecordBatch.from_pylist(rows, schema=schema)
-    ticker.close()
-
-
 def scan_rows(jobs: DataFrame, progress: tuple[str, int] | None = None) -> ArrowRows:
     """(job, savepoint) rows -> one row per state of each job's newest savepoint."""
-    return ArrowRows(jobs.select("job", "savepoint"), lambda it: scan_partition(it, progress), SCHEMA_DDL)
+    return ArrowRows(jobs.select("job", "savepoint"),
+                     lambda it: savepoint_scan.scan_partition(it, progress, serializer_rows, SCHEMA_DDL), SCHEMA_DDL)
 
 
 def state_serializers(jobs: DataFrame) -> DataFrame:
