@@ -9,6 +9,7 @@ text (found in the recorded exception chain), and never block on 1.20.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,11 @@ CONFIG = FIXTURES / "config"
 OUTCOMES = json.loads((CONFIG / "outcomes.json").read_text())
 
 
+def portable(text: str) -> str:
+    """Flink's message names the config file by its absolute path: the generator's checkout then, this one now."""
+    return re.sub(r"[^\s'()]*/state-schemas/config/", "", text)
+
+
 @pytest.mark.parametrize("outcome", OUTCOMES, ids=lambda o: f"{o['release']}-{o['case']}")
 def test_rule_agrees_with_what_flink_did(outcome: dict) -> None:  # type: ignore[type-arg]
     config = read_flink_config(CONFIG / outcome["case"] / outcome["file"])
@@ -34,7 +40,8 @@ def test_rule_agrees_with_what_flink_did(outcome: dict) -> None:  # type: ignore
         assert not blocking, blocking
     else:
         assert blocking and blocking[0].flink_error, outcome
-        assert blocking[0].flink_error in outcome["status"], (blocking[0].flink_error, outcome["status"])
+        assert portable(blocking[0].flink_error) in portable(outcome["status"]), (blocking[0].flink_error,
+                                                                                 outcome["status"])
         assert blocking[0].remedy
 
 
