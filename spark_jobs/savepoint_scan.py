@@ -179,11 +179,9 @@ def savepoint_scan(jobs: DataFrame) -> DataFrame:
     return scan_rows(jobs).frame()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="spark-submit spark_jobs/savepoint_scan.py",
-        description="For every job, the newest complete savepoint under its prefix -> one Parquet row per "
-                    "operator state (id, name/uid, parallelism, max parallelism, state kinds and names, bytes).")
+def savepoints_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The arguments of every per-savepoint fleet table (this one, `state_serializers`)."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("--savepoints", required=True,
                    help="root whose children are the jobs' savepoint prefixes (folder or s3://bucket/prefix), "
                         "or a .csv/.json/.parquet list with columns job, savepoint")
@@ -191,15 +189,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return savepoints_parser(
+        "spark-submit spark_jobs/savepoint_scan.py",
+        "For every job, the newest complete savepoint under its prefix -> one Parquet row per operator state "
+        "(id, name/uid, parallelism, max parallelism, state kinds and names, bytes).")
+
+
+def scan_fleet(args: argparse.Namespace, job: str,
+               rows: Callable[[DataFrame, tuple[str, int] | None], ArrowRows]) -> tuple[Any, Any, float]:
+    """Driver side of a per-savepoint table: list the jobs, scan them in tasks with progress, write the table.
+    Returns (log, spark session, start time) for the job's closing line."""
+    log, spark = common.start(job, args.master, python_bound=True)
+    t = time.perf_counter()
+    job_rows = savepoint_job_rows(spark, args.savepoints)
+    jobs = savepoint_jobs(spark, args.savepoints, args.partitions, job_rows)
+    log.info("%s: %d jobs in %d tasks", args.savepoints, len(job_rows), jobs.rdd.getNumPartitions())
+    with Progress.for_session(spark, log, job, len(job_rows), args.progress_interval) as progress:
+        write_table(rows(jobs, progress.address), args.output, overwrite=args.overwrite)
+    return log, spark, t
+
+
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    log, spark = common.start(JOB, args.master, python_bound=True)
-    t = time.perf_counter()
-    rows = savepoint_job_rows(spark, args.savepoints)
-    jobs = savepoint_jobs(spark, args.savepoints, args.partitions, rows)
-    log.info("%s: %d jobs in %d tasks", args.savepoints, len(rows), jobs.rdd.getNumPartitions())
-    with Progress.for_session(spark, log, JOB, len(rows), args.progress_interval) as progress:
-        write_table(scan_rows(jobs, progress.address), args.output, overwrite=args.overwrite)
+    log, _, t = scan_fleet(args, JOB, scan_rows)
     import pyarrow.compute as pc
 
     states = state_bytes = 0

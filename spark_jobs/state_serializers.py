@@ -39,9 +39,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import common, savepoint_scan
-from spark_jobs.parquet_output import ArrowRows, read_table, write_table
-from spark_jobs.progress import Progress
-from spark_jobs.savepoint_scan import savepoint_job_rows, savepoint_jobs
+from spark_jobs.parquet_output import ArrowRows, read_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -147,26 +145,15 @@ def kryo_summary(table: DataFrame) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="spark-submit spark_jobs/state_serializers.py",
-        description="For every job, the newest complete savepoint under its prefix -> one Parquet row per state "
-                    "(kind, serializer class and version, Kryo flags from the gate's Kryo 2 -> 5 rule).")
-    p.add_argument("--savepoints", required=True,
-                   help="root whose children are the jobs' savepoint prefixes (folder or s3://bucket/prefix), "
-                        "or a .csv/.json/.parquet list with columns job, savepoint")
-    common.add_spark_arguments(p, "Parquet table to write (replaced atomically with --overwrite)")
-    return p
+    return savepoint_scan.savepoints_parser(
+        "spark-submit spark_jobs/state_serializers.py",
+        "For every job, the newest complete savepoint under its prefix -> one Parquet row per state (kind, "
+        "serializer class and version, Kryo flags from the gate's Kryo 2 -> 5 rule).")
 
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    log, spark = common.start(JOB, args.master, python_bound=True)
-    t = time.perf_counter()
-    rows = savepoint_job_rows(spark, args.savepoints)
-    jobs = savepoint_jobs(spark, args.savepoints, args.partitions, rows)
-    log.info("%s: %d jobs in %d tasks", args.savepoints, len(rows), jobs.rdd.getNumPartitions())
-    with Progress.for_session(spark, log, JOB, len(rows), args.progress_interval) as progress:
-        write_table(scan_rows(jobs, progress.address), args.output, overwrite=args.overwrite)
+    log, spark, t = savepoint_scan.scan_fleet(args, JOB, scan_rows)
     table = read_table(args.output)  # local or s3:// (manifest)
     summary = kryo_summary(spark.createDataFrame(table.to_pandas()))
     log.info("wrote %s: %d states of %d jobs in %.1f s; %d jobs hold Kryo state, %d with Kryo collections or "
