@@ -1,7 +1,11 @@
 """flink_fleet_scan: every job of the fleet against its newest savepoint, daily.
 
     fleet_ids (Spark) ──┐
-    savepoint_scan (Spark) ┴─ fleet_check (Spark) ── publish_reports ── alert_incompatible ── summary
+    savepoint_scan (Spark) ┴─ fleet_check (Spark) ──┐
+    state_serializers (Spark) ─────────────────────┴─ publish_reports ── alert_incompatible ── summary
+
+`state_serializers` reads every state's serializer from the same savepoints, so the fleet report also says
+how many jobs hold Kryo state and which of them a Flink 1.x -> 2.x upgrade would restore corrupted.
 
 The run says what it blocked: `summary` notes "BLOCKED 3 of 4 jobs (…), 12.3 KiB at risk — summary:
 <link>" on itself and on the run, and its "Upgrade report" link opens the fleet summary.
@@ -78,6 +82,13 @@ def flink_fleet_scan() -> None:
         application_args=["--savepoints", SAVEPOINTS, "--output", f"{WORK}/scan", "--overwrite",
                           "--partitions", PARTITIONS],
         aws_conn_id="{{ params.aws_conn_id }}", conf=SPARK_CONF, name="upgrade-gate-savepoint-scan")
+    serializers = SparkGateJobOperator(
+        task_id="state_serializers", application=str(REPO / "spark_jobs" / "state_serializers.py"),
+        conn_id="spark_default",
+        application_args=["--savepoints", SAVEPOINTS, "--output", f"{WORK}/serializers", "--overwrite",
+                          "--partitions", PARTITIONS, "--summary", f"{WORK}/kryo_summary.json"],
+        aws_conn_id="{{ params.aws_conn_id }}", conf=SPARK_CONF, name="upgrade-gate-state-serializers",
+        summary_path=f"{WORK}/kryo_summary.json")
     check = SparkGateJobOperator(
         task_id="fleet_check", application=str(REPO / "spark_jobs" / "fleet_check.py"), conn_id="spark_default",
         application_args=["--ids", f"{WORK}/ids", "--scan", f"{WORK}/scan", "--output", f"{WORK}/check",
@@ -89,15 +100,16 @@ def flink_fleet_scan() -> None:
         summary_path=f"{WORK}/check/summary.json", accept_block=True)
 
     @task
-    def publish_reports(summary: dict, work_dir: str, **context) -> dict:
-        return fleet.publish(context, summary, f"{work_dir}/check")
+    def publish_reports(summary: dict, kryo_state: dict, work_dir: str, **context) -> dict:
+        return fleet.publish(context, {**summary, "kryo_state": kryo_state}, f"{work_dir}/check")
 
     @task(retries=0)
     def alert_incompatible(published: dict, **context) -> list[str]:
         return fleet.alert(context, published, notifiers())
 
     work >> [ids, scan] >> check
-    published = publish_reports(check.output, work)
+    work >> serializers
+    published = publish_reports(check.output, serializers.output, work)
     FleetSummaryOperator(task_id="summary", published=published, alerted=alert_incompatible(published))
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,12 +40,13 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import common, savepoint_scan
-from spark_jobs.parquet_output import ArrowRows, read_table
+from spark_jobs.parquet_output import ArrowRows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["KRYO_JOBS_SQL", "SCHEMA_DDL", "kryo_summary", "serializer_rows", "state_serializers"]
+__all__ = ["KRYO_JOBS_SQL", "SCHEMA_DDL", "kryo_summary", "serializer_rows", "state_serializers", "summarize_rows",
+           "summarize_table"]
 
 JOB = "state_serializers"
 SCHEMA_DDL = (
@@ -123,41 +125,78 @@ def state_serializers(jobs: DataFrame) -> DataFrame:
     return scan_rows(jobs).frame()
 
 
-def kryo_summary(table: DataFrame) -> dict[str, Any]:
+_SUMMARY_COLUMNS = ["job", "kryo", "kryo_collection_or_custom", "written_by_1x", "error"]
+
+
+class _JobFlags:
+    """One job's Kryo flags, folded row by row (the summary's per-job state: a few ints, never the rows)."""
+
+    __slots__ = ("errors", "kryo", "misread", "misread_states", "written_by_1x")
+
+    def __init__(self) -> None:
+        self.kryo = self.misread = self.written_by_1x = self.errors = False
+        self.misread_states = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.kryo |= bool(row["kryo"])
+        self.misread |= bool(row["kryo_collection_or_custom"])
+        self.written_by_1x |= bool(row["written_by_1x"])
+        self.misread_states += 1 if row["kryo_collection_or_custom"] else 0
+        self.errors |= row["error"] is not None
+
+
+def _summary(per_job: dict[str, _JobFlags]) -> dict[str, Any]:
+    corrupted = sorted(((job, f.misread_states) for job, f in per_job.items() if f.misread and f.written_by_1x),
+                       key=lambda x: (-x[1], x[0]))
+    return {"jobs": len(per_job), "jobs_with_kryo": sum(1 for f in per_job.values() if f.kryo),
+            "jobs_with_kryo_collection_or_custom": sum(1 for f in per_job.values() if f.misread),
+            "jobs_corrupted_on_2x": len(corrupted),
+            "corrupted_jobs": [{"job": j, "states": n} for j, n in corrupted[:50]],
+            "jobs_not_read": sum(1 for f in per_job.values() if f.errors)}
+
+
+def summarize_rows(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The counts the fleet summary shows (`kryo_state` in fleet.html.j2): jobs scanned, jobs holding Kryo
     state, jobs with Kryo collections or custom Kryo serializers, and how many of those a 1.x -> 2.x upgrade
     restores corrupted (named, worst first, at most 50)."""
-    from pyspark.sql import functions as F
+    per_job: dict[str, _JobFlags] = {}
+    for r in rows:
+        per_job.setdefault(r["job"], _JobFlags()).add(r)
+    return _summary(per_job)
 
-    per_job = table.groupBy("job").agg(
-        F.max(F.coalesce(F.col("kryo"), F.lit(False))).alias("kryo"),
-        F.max(F.coalesce(F.col("kryo_collection_or_custom"), F.lit(False))).alias("misread"),
-        F.max(F.coalesce(F.col("written_by_1x"), F.lit(False))).alias("written_by_1x"),
-        F.sum(F.when(F.col("kryo_collection_or_custom"), 1).otherwise(0)).alias("misread_states"),
-        F.max(F.col("error").isNotNull().cast("int")).alias("errors")).collect()
-    corrupted = sorted(((r["job"], int(r["misread_states"])) for r in per_job if r["misread"] and r["written_by_1x"]),
-                       key=lambda x: (-x[1], x[0]))
-    return {"jobs": len(per_job), "jobs_with_kryo": sum(1 for r in per_job if r["kryo"]),
-            "jobs_with_kryo_collection_or_custom": sum(1 for r in per_job if r["misread"]),
-            "jobs_corrupted_on_2x": len(corrupted),
-            "corrupted_jobs": [{"job": j, "states": n} for j, n in corrupted[:50]],
-            "jobs_not_read": sum(1 for r in per_job if r["errors"])}
+
+def summarize_table(table: str) -> dict[str, Any]:
+    """`summarize_rows` over the written table, batch by batch in the driver (local or s3:// with its
+    manifest): the fleet DAG's summary without a second Spark job over the rows."""
+    from spark_jobs.parquet_output import table_batches
+
+    return summarize_rows(r for batch in table_batches(table, _SUMMARY_COLUMNS) for r in batch.to_pylist())
+
+
+def kryo_summary(table: DataFrame) -> dict[str, Any]:
+    """`summarize_rows` of a Spark table of these rows (an interactive session's DataFrame)."""
+    return summarize_rows(r.asDict() for r in table.select(*_SUMMARY_COLUMNS).toLocalIterator())
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return savepoint_scan.savepoints_parser(
+    p = savepoint_scan.savepoints_parser(
         "spark-submit spark_jobs/state_serializers.py",
         "For every job, the newest complete savepoint under its prefix -> one Parquet row per state (kind, "
         "serializer class and version, Kryo flags from the gate's Kryo 2 -> 5 rule).")
+    p.add_argument("--summary", default=None, metavar="FILE",
+                   help="also write the fleet's Kryo counts as JSON here (local or s3://): what the fleet report "
+                        "shows as `kryo_state`")
+    return p
 
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    log, spark, t = savepoint_scan.scan_fleet(args, JOB, scan_rows)
-    table = read_table(args.output)  # local or s3:// (manifest)
-    summary = kryo_summary(spark.createDataFrame(table.to_pandas()))
-    log.info("wrote %s: %d states of %d jobs in %.1f s; %d jobs hold Kryo state, %d with Kryo collections or "
-             "custom Kryo serializers, %d of them restore corrupted on Flink 2.x", args.output, table.num_rows,
+    log, _spark, t = savepoint_scan.scan_fleet(args, JOB, scan_rows)
+    summary = summarize_table(args.output)  # local or s3:// (manifest), one batch at a time
+    if args.summary:
+        common.write_json(summary, args.summary, overwrite=True)
+    log.info("wrote %s: states of %d jobs in %.1f s; %d jobs hold Kryo state, %d with Kryo collections or "
+             "custom Kryo serializers, %d of them restore corrupted on Flink 2.x", args.output,
              summary["jobs"], time.perf_counter() - t, summary["jobs_with_kryo"],
              summary["jobs_with_kryo_collection_or_custom"], summary["jobs_corrupted_on_2x"])
     return 0

@@ -197,6 +197,22 @@ def test_fleet_scan_publishes_reports_and_alerts_incompatible_jobs(stack):
     assert {j: e.verdict for j, e in runs.items()} == {**expected, "fleet-scan": "BLOCK"}
     summary = json.loads((runs["fleet-scan"].path / "check.json").read_text())["summary"]
     assert summary["gate"] == "BLOCK" and summary["jobs"] == len(SCENARIOS)
+    # the state_serializers task: every job's states were read, and the Kryo count is the core rule's
+    from demo.stack import RESTORES
+    from upgrade_gate.flink.state_meta import read_state_schemas
+    from upgrade_gate.gate.state_schema_rules import kryo_misreads
+    from upgrade_gate.storage.savepoints import load_savepoint
+
+    def savepoint_of(release: str, scenario: str) -> str:  # the fixture load_bucket uploaded
+        outcome = json.loads((RESTORES / release / scenario / "outcome.json").read_text())
+        return str((RESTORES / release / scenario / outcome["savepoint"]["fixture"]).resolve())
+
+    kryo_jobs = sum(1 for case in SCENARIOS.values() if kryo_misreads(read_state_schemas(load_savepoint(
+        savepoint_of(*case)))))
+    kryo = summary["kryo_state"]
+    assert (kryo["jobs"], kryo["jobs_not_read"], kryo["jobs_with_kryo"]) == (len(SCENARIOS), 0, kryo_jobs)
+    page = " ".join((runs["fleet-scan"].path / "report.html").read_text().split())
+    assert f"<b>Kryo state:</b> {kryo_jobs} of {len(SCENARIOS)} jobs hold Kryo-serialized state" in page
     # the green run is not silent: its note says how many jobs it blocked, and links the summary
     blocked = sorted(j for j, v in expected.items() if v != "SAFE")
     run_note, ti_notes = notes(stack, "flink_fleet_scan", runs["fleet-scan"].meta["run_id"])

@@ -71,7 +71,7 @@ def cluster(stack: Any, tmp_path: Path):
         c.stop()
 
 
-@pytest.mark.timeout(3600)  # two DAG runs, three spark-submits each: 6 minutes on a quiet machine, 30+ at load 25
+@pytest.mark.timeout(3600)  # two DAG runs, four spark-submits each: 6 minutes on a quiet machine, 30+ at load 25
 def test_fleet_scan_on_a_two_worker_cluster_equals_local_mode(stack: Any, cluster: Any, monkeypatch) -> None:
     state, tasks, output, local_run = _run(stack)
     assert state == "success", output[-4000:]
@@ -94,11 +94,11 @@ def test_fleet_scan_on_a_two_worker_cluster_equals_local_mode(stack: Any, cluste
 
     # spark-submit really went to the cluster, and each Spark job ran executors on the workers
     log = _task_logs(stack, run_id, output)
-    for job in ("fleet_ids", "savepoint_scan", "fleet_check"):
+    for job in ("fleet_ids", "savepoint_scan", "state_serializers", "fleet_check"):
         # progress in the Airflow task log: the driver's lines, the last one at the total, done
         lines = re.findall(PROGRESS.format(job=job), log)
         assert lines and lines[-1][0] == lines[-1][1] == str(summary["jobs"]) and lines[-1][4] == "done", (
             job, lines, log[-3000:])
     apps = [sorted(p.name for p in (cluster.logs / w).glob("app-*")) for w in ("worker-0", "worker-1")]
-    assert len({a for names in apps for a in names}) == 3 and all(apps), apps  # ids, scan, check
+    assert len({a for names in apps for a in names}) == 4 and all(apps), apps  # ids, scan, serializers, check
     assert summary["timings"]["fleet_check_s"] > 0

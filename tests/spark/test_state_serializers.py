@@ -179,3 +179,19 @@ def test_the_job_has_a_cli() -> None:
                           "/tmp/never-written-by-state-serializers"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and not Path("/tmp/never-written-by-state-serializers").exists()
     assert "nowhere" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_the_cli_writes_the_kryo_summary_the_fleet_report_shows(spark, fleet, table, tmp_path) -> None:  # noqa: F811
+    """What the flink_fleet_scan DAG runs: the job's `--summary` JSON (read back from the written table, batch by
+    batch) equals the summary of the same rows in a Spark session."""
+    import subprocess
+    import sys
+
+    out, summary = tmp_path / "serializers", tmp_path / "kryo_summary.json"
+    run = subprocess.run([sys.executable, str(Path(state_serializers.__file__)), "--savepoints", str(fleet),
+                          "--output", str(out), "--summary", str(summary), "--master", "local[2]"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    expected = state_serializers.kryo_summary(spark.createDataFrame(table, state_serializers.SCHEMA_DDL))
+    assert json.loads(summary.read_text()) == expected
+    assert expected["jobs_corrupted_on_2x"] == 3
