@@ -3,7 +3,10 @@
 Manual. One canary wave, then batches of N. Each job: newest savepoint → restore simulation →
 (upgrade mode, SAFE only) stop-with-savepoint, start the new jar from it, verify the restore.
 The rollout stops at the first blocked gate or failed upgrade and reports which jobs were
-upgraded, which one stopped it, and which were left. Wiring only; see plugins/flink_gate/rolling.py.
+upgraded, which one stopped it, and which were left. A blocked gate is an outcome: `outcome` ends
+skipped with the note "BLOCKED at <job> (gate: …): upgraded N, …; not upgraded: … — report: <link>" on
+the task and the run, and the run stays green; a failed upgrade or a crash fails the run.
+Wiring only; see plugins/flink_gate/rolling.py.
 """
 
 from __future__ import annotations
@@ -72,16 +75,23 @@ def flink_rolling_upgrade() -> None:
         return rolling.roll_out(context, waves, notifiers())
 
     @task(retries=0)
-    def outcome(result: dict) -> dict:
-        """Fail the run if the rollout stopped, after saying who was upgraded, skipped and left."""
-        from airflow.sdk.exceptions import AirflowFailException
+    def outcome(result: dict, **context) -> dict:
+        """Say who was upgraded, skipped and left. A gate that stopped the rollout is an outcome: the task
+        ends skipped with a note (the run stays green); a job whose check or upgrade crashed fails the run."""
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+        from flink_gate.outcome import NOTE_XCOM_KEY, rollout_note
 
         print(f"upgraded: {result['upgraded']}; checked SAFE: {result['checked_safe']}; "
               f"skipped: {result['skipped']}; left: {result['left']}")
-        if result["stopped_at"]:
-            raise AirflowFailException(f"rollout stopped at {result['stopped_at']['job']}: "
-                                       f"{result['stopped_at']['reason']}; upgraded {result['upgraded']}, "
-                                       f"left {result['left']}")
+        stopped = result["stopped_at"]
+        if stopped and result["jobs"].get(stopped["job"], {}).get("status") != "blocked":
+            raise AirflowFailException(f"rollout stopped at {stopped['job']}: {stopped['reason']}; "
+                                       f"upgraded {result['upgraded']}, left {result['left']}")
+        url = rolling.report_url_of(stopped["job"], context["ti"].run_id) if stopped else None
+        note = rollout_note(result, url)
+        context["ti"].xcom_push(key=NOTE_XCOM_KEY, value=note)
+        if stopped:
+            raise AirflowSkipException(note)
         return result
 
     outcome(roll_out(plan_waves()))

@@ -44,3 +44,17 @@ def fleet_note(published: dict[str, Any], report_url: str) -> str:
     names = ", ".join(blocked[:5]) + (", …" if len(blocked) > 5 else "")
     return clip(f"BLOCKED {len(blocked)} of {jobs} jobs ({names}), "
                 f"{human_bytes(int(published.get('bytes_at_risk') or 0))} at risk{tail} — summary: {report_url}")
+
+
+def rollout_note(result: dict[str, Any], report_url: str | None) -> str:
+    """`BLOCKED at fraud-scoring (gate: …): upgraded [..], left [..] — report: <url>` or `DONE: …`.
+
+    A rollout a gate stopped is an outcome (the run stays green, like the single-job gate); one a
+    crash stopped is not, and gets no note: its red task says it."""
+    stopped = result.get("stopped_at") or {}
+    done = f"upgraded {len(result.get('upgraded') or [])}, checked SAFE {len(result.get('checked_safe') or [])}"
+    if not stopped:
+        return clip(f"DONE: {done}, no job blocked")
+    left = ", ".join(result.get("left") or []) or "none"
+    tail = f" — report: {report_url}" if report_url else ""
+    return clip(f"BLOCKED at {stopped.get('job')} ({stopped.get('reason')}): {done}; not upgraded: {left}{tail}")

@@ -135,6 +135,11 @@ def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict
     return outcome(progress, waves)
 
 
+def report_url_of(job: str, run_id: str) -> str:
+    """Where the UI shows the report this rollout published for `job`."""
+    return report_url(report_name(job), run_id)
+
+
 def outcome(progress: dict[str, Any], waves: list[list[str]]) -> dict[str, Any]:
     every = [j for w in waves for j in w]
     status = {j: progress["jobs"].get(j, {}).get("status") for j in every}
