@@ -13,7 +13,6 @@ from typing import Any
 
 from flink_gate.failures import BadInput
 from hashing.operator_ids import compute_operator_ids
-from upgrade_gate.cli import report_html
 from upgrade_gate.gate.check import check_upgrade
 from upgrade_gate.storage import discovery
 from upgrade_gate.storage.objects import read_graph
@@ -78,11 +77,6 @@ def run_check(metadata: Any, graph_path: str, *, hasher: str, matching: str, all
     """Simulate the restore with the core and return its `CheckResult` (the same call the CLI makes)."""
     return check_upgrade(metadata, read_graph(graph_path), hasher=hasher, matching=matching,
                          allow_non_restored_state=allow_non_restored_state, flink_version=flink_version or None)
-
-
-def render_html(result: Any, graph_path: str | None = None) -> str:
-    """The core's HTML report, the same page `upgrade-gate check --format html` writes."""
-    return report_html.render_html(result, new_graph=read_graph(graph_path) if graph_path else None)
 
 
 def graph_node_ids(graph_path: str, hasher: str, flink_version: str | None) -> dict[str, Any]:

@@ -31,9 +31,11 @@ from flink_gate.alerts import build_alert
 from flink_gate.hooks.storage import SavepointStorageHook
 from flink_gate.reports import ReportStore, safe_name
 from flink_gate.rollback import ROLLBACK_KEYS, default_target_dir, run_upgrade
-from flink_gate.steps import holder_of, report_url, work_root
+from flink_gate.steps import holder_of, report_url, state_map, work_root
 from flink_gate.upgrade_records import refuse_if_leased, report_name
+from upgrade_gate.cli import report_html
 from upgrade_gate.gate import policy
+from upgrade_gate.storage.objects import read_graph
 
 JOB_KEYS = ("graph", "jar", "main_class", "flink_job_id", "flink_jar_id", "savepoint", "parallelism",
             # explicitly accepted state loss, per-job allowNonRestoredState, the way back
@@ -74,7 +76,12 @@ def _check_job(p: dict[str, Any], rdir: Path, savepoint_root: str) -> tuple[dict
     result = gate.run_check(metadata, str(graph_path), hasher=p["hasher"], matching=p["matching"],
                             allow_non_restored_state=bool(p["allow_non_restored_state"]),
                             flink_version=p.get("flink_version"))
-    return {"result": result, "check": result.to_json()}, source, str(graph_path)
+    check = result.to_json()
+    states = state_map(storage, metadata)  # the report's State section, read as the single-job gate reads it
+    if states is not None:
+        check["states"] = states
+    page = report_html.render_html(result, new_graph=read_graph(str(graph_path)), states=states)
+    return {"result": result, "check": check, "html": page}, source, str(graph_path)
 
 
 def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict[str, Any]:
@@ -103,7 +110,7 @@ def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict
                     refuse_if_leased(p, holder_of(p))  # another run is upgrading this job: refuse at once
                 checked, source, graph_path = _check_job(p, rdir, savepoint_root)
                 check = checked["check"]
-                store.publish(report_name(name), ti.run_id, check, gate.render_html(checked["result"]),
+                store.publish(report_name(name), ti.run_id, check, checked["html"],
                               {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": source, "graph": p["graph"],
                                "hasher": p["hasher"], "matching": p["matching"], "wave": wave_no,
                                "allow_non_restored_state": bool(p["allow_non_restored_state"])})

@@ -174,7 +174,7 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
                             allow_non_restored_state=bool(p["allow_non_restored_state"]),
                             flink_version=p.get("flink_version"))
     check = result.to_json()
-    states = _state_map(hook, metadata)
+    states = state_map(hook, metadata)
     if states is not None:  # the view's State section lists every state, not only the flagged ones
         check["states"] = states
     url = report_url(job, ti.run_id)
@@ -191,7 +191,7 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
             "report_dir": str(path), "report_run": safe_name(ti.run_id)}
 
 
-def _state_map(hook: SavepointStorageHook, metadata: Any) -> dict[str, list[dict[str, Any]]] | None:
+def state_map(hook: SavepointStorageHook, metadata: Any) -> dict[str, list[dict[str, Any]]] | None:
     """Every operator's states (`report_html.state_map`), their state files read through the connection's own
     S3 client. None if they cannot be read: the report then lists the states the gate flags, as it does for a
     published check.json without them."""

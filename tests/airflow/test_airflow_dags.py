@@ -236,7 +236,11 @@ def test_rolling_upgrade_stops_at_the_first_blocked_gate(stack):
     assert [a["body"]["job"] for a in alerts] == ["fraud-scoring"]
     runs = [e for e in ReportStore(stack.reports_dir).entries()
             if e.meta.get("dag_id") == "flink_rolling_upgrade" and e.job == "fraud-scoring"]
-    run_note, ti_notes = notes(stack, "flink_rolling_upgrade", max(runs, key=lambda e: e.run).meta["run_id"])
+    entry = max(runs, key=lambda e: e.run)
+    # the job's report lists every state, read through the connection's S3 client like the single-job gate's
+    assert json.loads((entry.path / "check.json").read_text())["states"]
+    assert '<h2 id="states">' in (entry.path / "report.html").read_text()
+    run_note, ti_notes = notes(stack, "flink_rolling_upgrade", entry.meta["run_id"])
     assert run_note == ti_notes["outcome"] and run_note.startswith("BLOCKED at fraud-scoring (gate: "), run_note
     assert "upgraded 0, checked SAFE 1; not upgraded: payments-dedup — report: http" in run_note, run_note
 
