@@ -33,7 +33,8 @@ state_names, reason}), `remedies[]` ({operator_id, node_id, node_name, action, m
 `verdict_with_remedies`, `migration[]` ({node_id, name, uid, new_id, alternative_ids, v2_id,
 savepoint_id, matched_by}), `warnings[]`, `misrouted[]` ({operator_id, name, uid, bytes, state_names,
 writer{node_id?, name, uid, ...}, receiver{node_id, name, uid}, counterpart{node_id, name, uid, matched_by}|null,
-detected_by: old-graph|savepoint|keyed-input, evidence[]}), `old_graph` (its name or null).
+detected_by: old-graph|savepoint|keyed-input|sql-meaning, evidence[]}), `old_graph` (its name or null).
+SQL findings in `losses[]` / `misrouted[]` carry `sql{statement, operator, state, why}` (`gate.sql_explain`).
 `rescale_detail=False` leaves `operators[].rescale` null and `with_migration=False` leaves
 `migration[]` empty: a fleet scan needs the verdict and the bytes of thousands of jobs, not every
 subtask's key groups (and its V2/V3 table comes from `fleet_ids`). Bad input raises `hashing.errors.InputError`.
@@ -60,7 +61,15 @@ from upgrade_gate.flink.assignment.state_assignment import MATCHING_MODES
 from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
 from upgrade_gate.flink.metadata.model import CheckpointMetadata
 from upgrade_gate.flink.simulation import Simulation, simulate
-from upgrade_gate.gate import findings, misrouting, sql_state_rules, state_schema_rules, upgrade_checks
+from upgrade_gate.gate import (
+    findings,
+    misrouting,
+    sql_explain,
+    sql_meaning,
+    sql_state_rules,
+    state_schema_rules,
+    upgrade_checks,
+)
 from upgrade_gate.gate import remedies as remedies_mod
 from upgrade_gate.gate.findings import state_names
 from upgrade_gate.storage.savepoints import load_savepoint
@@ -260,17 +269,24 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | Stre
     sql_errors = sql_state_rules.check(metadata, sim, side)
     if sql_errors:  # a SQL operator kept its ID, its key or state row changed (upgrade_gate/gate/sql_state_rules.py)
         extra = sql_state_rules.fold(extra, sql_errors, metadata)
+    # SQL state restored under another meaning (group key, aggregate, window, top-N): upgrade_gate/gate/sql_meaning.py
+    meant = sql_meaning.check(metadata, sim, side, old, hasher, version, {e.operator_id for e in sql_errors})
+    if meant.misrouted:
+        misrouted, losses = (*misrouted, *meant.misrouted), [*losses, *meant.losses]
+        verdict = max(verdict, Verdict.STATE_MISROUTED, key=lambda v: v.severity)
+        remedied = max(remedied, Verdict.STATE_MISROUTED, key=lambda v: v.severity) if remedied else None
     if extra.blocks:  # Flink refuses the state schema or the configuration: the job does not start
         verdict = Verdict.RESTORE_FAILS
         remedied = Verdict.RESTORE_FAILS if remedied is not None else None
         losses += list(extra.losses)
+    sql_explain.annotate([*losses, *misrouted], metadata, shown, side, old, meant.writers)  # `sql` in query terms
     return CheckResult(
         verdict=verdict, restore_succeeds=sim.failure is None and not extra.blocks,
         flink_error=sim.failure.message if sim.failure else (extra.errors[0] if extra.errors else None),
         operators=tuple(rows),
         losses=tuple(losses), remedies=tuple(r.to_json() for r in remedies), verdict_with_remedies=remedied,
         migration=tuple(_migration(graph, ids, sim)) if with_migration else (),
-        warnings=(*found.warnings, *extra.warnings),
+        warnings=(*found.warnings, *extra.warnings, *meant.warnings),
         hasher=hasher,
         matching=matching, flink_version=str(version), savepoint=metadata.source, graph_name=graph.name,
         simulation=sim, misrouted=misrouted, old_graph_name=old.graph.name if old else None,

@@ -23,6 +23,7 @@ An explicit `setUidHash` pin (matched by the alternative id) is the user's routi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.assignment.state_assignment import Assignment
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 from upgrade_gate.storage.objects import read_graph
+
+_PLANNER_COUNTER = re.compile(r"\[\d+\]")
 
 
 @dataclass(frozen=True)
@@ -125,8 +128,10 @@ def counterparts(old: GraphSide, new: GraphSide) -> dict[int, tuple[int, str]]:
     def by_uid(_: GraphSide, n: StreamNode) -> Any:
         return n.uid
 
-    def by_name(_: GraphSide, n: StreamNode) -> Any:
-        return n.name
+    def by_name(side: GraphSide, n: StreamNode) -> Any:
+        # SQL operator names carry planner counters (`GroupAggregate[78]`) that differ between two translations
+        # of the same query: compared without them (upgrade_gate/gate/sql_explain.py)
+        return _PLANNER_COUNTER.sub("", n.name) if side.sql_state else n.name
 
     def by_signature(side: GraphSide, n: StreamNode) -> Any:
         return _signature(side, n.id)

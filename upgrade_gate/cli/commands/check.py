@@ -13,6 +13,7 @@ from upgrade_gate.cli.commands.graph_args import graph_named, load_with_notes
 from upgrade_gate.cli.text_table import human_bytes, paragraph, render
 from upgrade_gate.gate.check import CheckResult, check_upgrade
 from upgrade_gate.gate.flink_config import parse_settings
+from upgrade_gate.gate.sql_explain import text as sql_text
 from upgrade_gate.storage import discovery, k8s_operator
 from upgrade_gate.storage.discovery import SYNTAX_HELP
 from upgrade_gate.vocabulary import (
@@ -71,6 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", "-o", default=None, help="write the report to this file instead of stdout")
 
 
+def _in_query_terms(entry: dict[str, Any], text: str) -> str:
+    """A SQL finding says which statement and operator it is about (`sql`, upgrade_gate/gate/sql_explain.py):
+    planner names like `GroupAggregate[78]` mean nothing to the query's author."""
+    return f"{text} [{sql_text(entry['sql'])}]" if entry.get("sql") else text
+
+
 def render_table(res: CheckResult) -> str:
     lines = [f"VERDICT: {res.verdict}" + (f"   (with the remedies below: {res.verdict_with_remedies})"
                                           if res.verdict_with_remedies else "")]
@@ -85,13 +92,14 @@ def render_table(res: CheckResult) -> str:
     if res.misrouted:
         lines += ["", render(("operator id", "written by", "restored into", "should go to", "evidence"),
                              [(m["operator_id"], (m["writer"] or {}).get("name") or "?", m["receiver"]["name"],
-                               (m["counterpart"] or {}).get("name") or "?", m["evidence"][0]) for m in res.misrouted],
+                               (m["counterpart"] or {}).get("name") or "?", _in_query_terms(m, m["evidence"][0]))
+                              for m in res.misrouted],
                              title="Misrouted state (restores into an operator that did not write it)",
                              wrap={"written by", "restored into", "should go to", "evidence"})]
     if res.losses:
         lines += ["", render(("operator id", "name", "size", "state", "why"),
                              [(x["operator_id"], x["name"] or "", human_bytes(x["bytes"]), ", ".join(x["state_names"]),
-                               x["reason"]) for x in res.losses], title="State at risk",
+                               _in_query_terms(x, x["reason"])) for x in res.losses], title="State at risk",
                              wrap={"name", "state", "why"}, right={"size"})]
     if res.remedies:  # a list, not a table: the action is code to copy whole, the reason a sentence
         lines += ["", "Remedies"]
