@@ -332,11 +332,20 @@ def driver_phase(root: Path, old: bool) -> dict[str, Any]:
                                                                                            "metadata"))}
         summary = fleet_check.summarize(fleet_check.read_verdicts(None, str(root / "verdicts")))  # type: ignore[arg-type]
     else:
-        names = [c.split()[0] for c in fleet_inputs.INPUT_DDL.split(", ")]  # what run_check keeps: one tuple a job
-        rows = [tuple(r[c] for c in names) for r in fleet_inputs.iter_inputs(
-            None, str(root / "ids"), str(root / "scan"))]  # type: ignore[arg-type]
-        pairs = {"graphs": len(rows), "savepoints": sum(1 for r in rows if r[2])}
-        del rows
+        staged = str(root / f"staged-{os.getpid()}")  # what run_check does: pair on disk, stage the tasks' parts
+        try:
+            with_savepoint = 0
+
+            def counted(rows: Any) -> Any:
+                nonlocal with_savepoint
+                for r in rows:
+                    with_savepoint += r["metadata"] is not None
+                    yield r
+            total, _ = fleet_inputs.stage_inputs(counted(fleet_inputs.iter_inputs(
+                None, str(root / "ids"), str(root / "scan"))), staged, 4)
+        finally:
+            fleet_inputs.remove_staged(staged)
+        pairs = {"graphs": total, "savepoints": with_savepoint}
         summary = fleet_check.summarize_table(str(root / "verdicts"))
     return {"seconds": round(time.perf_counter() - t, 1), "peak_mb": own_peak_mb(), "pairs": pairs,
             "jobs": summary["jobs"], "verdicts": summary["verdicts"]}

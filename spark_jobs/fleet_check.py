@@ -22,6 +22,7 @@ import argparse
 import json
 import sys
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -230,20 +231,41 @@ def run_check(spark: SparkSession, ids_table: str, scan_table: str, output: str,
     manifests, when they have one), pairing the inputs, the checks, and the summary itself."""
     log = common.get_logger(JOB)
     started = time.perf_counter()
-    names = [c.split()[0] for c in fleet_inputs.INPUT_DDL.split(", ")]
-    rows = [tuple(r[c] for c in names) for r in fleet_inputs.iter_inputs(
-        spark, ids_table, scan_table, plan=plan, old_ids_table=old_ids_table, hasher=hasher, matching=matching,
-        allow_non_restored_state=allow_non_restored_state, flink_version=flink_version)]
-    total = len(rows)
-    inputs = common.spread(spark, rows, common.default_partitions(spark, partitions, max(1, total)),
-                           fleet_inputs.INPUT_DDL)
-    del rows  # the tasks' copy lives in the JVM
+    staged = _staging_folder(output)
+    try:
+        tasks = common.default_partitions(spark, partitions, 1 << 30)
+        total, parts = fleet_inputs.stage_inputs(fleet_inputs.iter_inputs(
+            spark, ids_table, scan_table, plan=plan, old_ids_table=old_ids_table, hasher=hasher, matching=matching,
+            allow_non_restored_state=allow_non_restored_state, flink_version=flink_version), staged, tasks)
+        inputs = spark.sparkContext.parallelize([(p,) for p in parts], max(1, len(parts))).toDF("part string")
+        return _check_staged(spark, inputs, staged, total, output, started, ids_table, scan_table, log,
+                             progress_interval=progress_interval, worst=worst, overwrite=overwrite)
+    finally:
+        fleet_inputs.remove_staged(staged)
+
+
+def _staging_folder(output: str) -> str:
+    """Beside the output, never inside it: the inputs are not part of what the check writes."""
+    loc = common.parse_location(output)
+    name = f".{loc.path.rstrip('/').rsplit('/', 1)[-1]}.inputs-{uuid.uuid4().hex[:12]}"
+    if loc.scheme == "s3":
+        parent = loc.path.rstrip("/").rsplit("/", 1)[0] if "/" in loc.path.rstrip("/") else ""
+        return f"s3://{loc.bucket}/{parent + '/' if parent else ''}{name}"
+    return str(Path(loc.path).resolve().parent / name)
+
+
+def _check_staged(spark: SparkSession, inputs: DataFrame, staged: str, total: int, output: str, started: float,
+                  ids_table: str, scan_table: str, log: Any, *, progress_interval: float, worst: int,
+                  overwrite: bool) -> dict[str, Any]:
     paired = time.perf_counter()
     with common.atomic_output(output, overwrite=overwrite) as tmp:
         target = common.parse_location(tmp)
         verdict_path = target.child("verdicts").uri
         with Progress.for_session(spark, log, JOB, total, progress_interval) as progress:
-            write_table(check_rows(inputs, progress=progress.address), verdict_path, overwrite=overwrite)
+            address = progress.address
+            rows = ArrowRows(inputs, lambda it: check_partition(fleet_inputs.staged_batches(it, staged), address),
+                             SCHEMA_DDL)
+            write_table(rows, verdict_path, overwrite=overwrite)
         checked = time.perf_counter()
         summary = summarize_table(verdict_path, worst)
         summary["timings"] = {

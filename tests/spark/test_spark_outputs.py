@@ -264,6 +264,12 @@ def test_a_bad_plan_is_a_clear_error(tmp_path, text, message) -> None:
     with pytest.raises(common.JobError, match=message) as err:
         fleet_inputs.read_plan(str(plan))
     assert str(plan) in str(err.value)
+    ids, scan = tmp_path / "ids.parquet", tmp_path / "scan.parquet"  # the fleet path pairs on disk: same errors
+    pq.write_table(pa.Table.from_pylist([{"job": "a", "spec": "/s/a.json", "error": None}]), ids)
+    pq.write_table(pa.Table.from_pylist([{"job": "a", "metadata": "/m/a", "error": None}]), scan)
+    with pytest.raises(common.JobError, match=message) as err:
+        fleet_inputs.check_inputs(None, str(ids), str(scan), plan=str(plan))
+    assert str(plan) in str(err.value)
     bad_json = tmp_path / "plan.json"
     bad_json.write_text("[{")
     with pytest.raises(common.JobError, match="not a readable plan"):
@@ -283,6 +289,8 @@ def test_summary_reads_the_same_from_pyarrow_and_from_spark(spark, fleet, tmp_pa
     timings = summary.pop("timings")
     assert fleet_check.summarize(arrow, 5) == summary and summary["jobs"] == 60
     assert {"fleet_ids_write_s", "savepoint_scan_write_s", "check_s"} <= set(timings)
+    # the tasks read their inputs from parts staged beside the output; none are left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["check", "ids", "scan"]
     severity = ["RESTORE_FAILS", "STATE_MISROUTED", "STATE_LOSS"]
     ranks = [(severity.index(w["verdict"]), -w["lost_bytes"]) for w in summary["worst_jobs"]]
     assert ranks == sorted(ranks) and len(ranks) == 5
