@@ -14,9 +14,13 @@ The `cross-version` scenario restores the other release's `identical` savepoint.
 SQL jobs (`--sql`, flink_bridge/sql_scenarios.py) go through the same steps with the Java tool
 `ugate.sql.SqlMain`: job graphs built by the exporter's own path (ExportMain#fromSql, SpecDumper),
 and which operators got state back read from the state backend at restore (RecordingBackend).
-They are kept under `<release>/sql-*/` with their scripts and plans beside the outcome.
+They are kept under `<release>/sql-*/` with their scripts and plans beside the outcome. A new SQL scenario
+whose job A's savepoint is already committed restores that savepoint (and takes its graph-a.json) instead of
+running job A again, so adding a scenario leaves the committed ones' savepoint as they were measured on
+(`--fresh-savepoints` runs job A anyway).
 
-Usage: python -m flink_bridge.generate_restores [--versions 1.20 2.3] [--scenarios ...] [--sql] [--out DIR]
+Usage: python -m flink_bridge.generate_restores [--versions 1.20 2.3] [--scenarios ...] [--sql]
+       [--fresh-savepoints] [--out DIR]
 """
 
 from __future__ import annotations
@@ -228,7 +232,34 @@ def redump_sql_graphs(versions: list[str], out: Path) -> list[Path]:
     return written
 
 
-def generate_sql(versions: list[str], out: Path, names: list[str] | None = None) -> list[Path]:
+def _committed_savepoint(out: Path, release: str, sc: SqlScenario) -> tuple[str, Path] | None:
+    """The savepoint already committed for this scenario's job A (its shape) and the graph-a.json written with it.
+
+    Restoring it (put back at the path Flink wrote it to, so errors print the same pointer) lets a new scenario
+    join its shape without replacing the savepoint the committed outcomes of the other scenarios were measured
+    on. None when nothing of that shape is committed: job A runs and is savepointed as usual.
+    """
+    d = out / release / "savepoints" / sc.shape
+    if not (d / "_metadata").is_file() or not (d / "pointer.txt").is_file():
+        return None
+    rel = f"../savepoints/{sc.shape}"
+    graph_a = next((f.parent / "graph-a.json" for f in sorted((out / release).glob("sql-*/outcome.json"))
+                    if json.loads(f.read_text())["savepoint"].get("fixture") == rel
+                    and (f.parent / "graph-a.json").is_file()), None)
+    if graph_a is None:
+        return None
+    pointer = (d / "pointer.txt").read_text().strip()
+    local = _local(pointer)
+    if not (local / "_metadata").is_file():
+        local.mkdir(parents=True, exist_ok=True)
+        for f in d.iterdir():
+            if f.is_file() and f.name != "pointer.txt":
+                shutil.copy2(f, local / f.name)
+    return pointer, graph_a
+
+
+def generate_sql(versions: list[str], out: Path, names: list[str] | None = None,
+                 fresh_savepoints: bool = False) -> list[Path]:
     """SQL scenarios on every release, then those restoring another release's savepoint."""
     releases = [release_of(v) for v in versions]
     chosen = [sc for sc in SQL_SCENARIOS if names is None or sc.name in names]
@@ -252,7 +283,11 @@ def generate_sql(versions: list[str], out: Path, names: list[str] | None = None)
                         continue
                     given[sc.name] = json.loads(f.read_text())["savepoint"]["pointer"]
                     plans = _sql_stage(other) / "plans"  # the plan compiled by the older release
+                committed = None if sc.savepoint_from or fresh_savepoints else _committed_savepoint(out, release, sc)
                 _stage_sql(sc, stage, plans)
+                if committed is not None:  # job A is not run again: its committed savepoint and graph
+                    given[sc.name] = committed[0]
+                    shutil.copy2(committed[1], stage / sc.name / "graph-a.json")
             todo = [sc for sc in todo if not sc.savepoint_from or sc.name in given]
             run_sql_java(release, stage, todo, given)
             written += _keep_sql(release, stage, todo, out)
@@ -266,13 +301,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=FIXTURES)
     ap.add_argument("--sql", action="store_true", help="the SQL scenarios (flink_bridge/sql_scenarios.py) only")
     ap.add_argument("--sql-graphs-only", action="store_true", help="re-dump the staged SQL scenarios' graphs")
+    ap.add_argument("--fresh-savepoints", action="store_true",
+                    help="SQL: run job A and savepoint it even when its shape's savepoint is committed")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     if args.sql_graphs_only:
         written = redump_sql_graphs(args.versions, args.out)
     elif args.sql:
         chosen = None if args.scenarios == list(SCENARIOS) else args.scenarios
-        written = generate_sql(args.versions, args.out, chosen)
+        written = generate_sql(args.versions, args.out, chosen, args.fresh_savepoints)
     else:
         written = generate(args.versions, args.scenarios, args.out)
     print(f"[restores] {len(written)} scenario outcomes in {time.monotonic() - t0:.0f} s", file=sys.stderr)

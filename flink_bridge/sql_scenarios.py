@@ -76,8 +76,20 @@ class SqlScenario:
         return "sql-" + hashlib.sha256(key.encode()).hexdigest()[:10]
 
 
+def _per_user(name: str, result: str, old: str, new: str) -> SqlScenario:
+    """One aggregate per user whose expression changes from `old` to `new`; the sink's column stays `result`."""
+    def script(expr: str) -> str:
+        return (source() + sink("maxes", f"user_id INT, m {result}")
+                + f"INSERT INTO maxes SELECT user_id, {expr} FROM clicks GROUP BY user_id;\n")
+    return SqlScenario(name, script(old), script(new))
+
+
 # Plans compiled by real Flink before the runs: name -> script (its single INSERT is compiled).
-PLANS = {"plan-agg": AGG_SQL, "plan-agg-filter": AGG_FILTER_SQL}
+BY_REGION = "INSERT INTO by_region SELECT region, COUNT(*) FROM clicks GROUP BY region;\n"
+SET_SINKS = sink("totals", "user_id INT, c BIGINT") + sink("by_region", "region INT, c BIGINT")
+PLANS = {"plan-agg": AGG_SQL, "plan-agg-filter": AGG_FILTER_SQL,
+         # a statement set's plan (PlanCompiler compiles several INSERTs together), then with an INSERT added
+         "plan-set-agg": source() + SET_SINKS + AGG, "plan-set-agg-region": source() + SET_SINKS + AGG + BY_REGION}
 EXEC_AGG_PLAN = source() + sink("totals", "user_id INT, c BIGINT") + "EXECUTE PLAN 'plan-agg.json';\n"
 
 SQL_SCENARIOS: tuple[SqlScenario, ...] = (
@@ -126,4 +138,59 @@ SQL_SCENARIOS: tuple[SqlScenario, ...] = (
                 releases=("2.3.0",)),
     SqlScenario("sql-plan-from-1.20", EXEC_AGG_PLAN, EXEC_AGG_PLAN, savepoint_from=("1.20.5", "sql-plan-same"),
                 releases=("2.3.0",)),
+    # Remedies, applied (issue 19): what upgrade_gate/gate/sql_remedies.py proposes for a lost SQL state, run by
+    # real Flink on the same savepoint as the loss it answers (same job A). A candidate Flink refuses stays here
+    # as the proof that the gate must not propose it.
+    SqlScenario("sql-remedy-query-to-plan-uids-disabled", AGG_SQL,
+                "SET 'table.exec.uid.generation' = 'DISABLED';\n" + EXEC_AGG_PLAN),
+    SqlScenario("sql-remedy-statement-set-new-insert-own-job",
+                source() + sink("totals", "user_id INT, c BIGINT") + "EXECUTE STATEMENT SET BEGIN\n" + AGG + "END;\n",
+                source() + sink("totals", "user_id INT, c BIGINT") + "EXECUTE STATEMENT SET BEGIN\n" + AGG + "END;\n"),
+    SqlScenario("sql-remedy-statement-set-no-source-reuse",
+                source() + sink("totals", "user_id INT, c BIGINT") + "EXECUTE STATEMENT SET BEGIN\n" + AGG + "END;\n",
+                "SET 'table.optimizer.reuse-source-enabled' = 'false';\n" + source()
+                + sink("totals", "user_id INT, c BIGINT") + sink("by_region", "region INT, c BIGINT")
+                + "EXECUTE STATEMENT SET BEGIN\n" + AGG
+                + "INSERT INTO by_region SELECT region, COUNT(*) FROM clicks GROUP BY region;\nEND;\n"),
+    SqlScenario("sql-remedy-join-condition-non-equi", JOIN_SQL,
+                source() + sink("joined", "user_id INT, url STRING, name STRING")
+                + "INSERT INTO joined SELECT c.user_id, c.url, u.name FROM clicks c JOIN users u "
+                  "ON c.user_id = u.id AND c.region - u.region = 0;\n"),
+    SqlScenario("sql-remedy-mini-batch-one-phase", AGG_SQL, _phase("ONE_PHASE") + AGG_SQL),
+    # a statement set run from a compiled plan: the INSERT added in a recompiled plan takes new ExecNode ids
+    SqlScenario("sql-remedy-plan-statement-set-gains-insert",
+                source() + SET_SINKS + "EXECUTE PLAN 'plan-set-agg.json';\n",
+                source() + SET_SINKS + "EXECUTE PLAN 'plan-set-agg-region.json';\n"),
+    # State row logical types (issue 15): Flink's RowDataSerializerSnapshot compares the rows' LogicalTypes
+    # (nullability, lengths, precisions), not only their serializers. Keep-last deduplication keeps the row.
+    SqlScenario("sql-type-varchar-to-string",
+                source().replace("url STRING", "url VARCHAR(3)")
+                + sink("lasts", "user_id INT, url STRING, amount BIGINT")
+                + "INSERT INTO lasts SELECT user_id, url, amount FROM (SELECT user_id, url, "
+                  "amount AS amount, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY pt DESC) AS rn "
+                  "FROM clicks) WHERE rn = 1;\n",
+                source() + sink("lasts", "user_id INT, url STRING, amount BIGINT")
+                + "INSERT INTO lasts SELECT user_id, url, amount FROM (SELECT user_id, url, "
+                  "amount AS amount, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY pt DESC) AS rn "
+                  "FROM clicks) WHERE rn = 1;\n"),
+    SqlScenario("sql-type-not-null-to-nullable",
+                source() + sink("lasts", "user_id INT, url STRING, amount BIGINT")
+                + "INSERT INTO lasts SELECT user_id, url, amount FROM (SELECT user_id, url, "
+                  "COALESCE(amount, 0) AS amount, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY pt DESC) AS rn "
+                  "FROM clicks) WHERE rn = 1;\n",
+                source() + sink("lasts", "user_id INT, url STRING, amount BIGINT")
+                + "INSERT INTO lasts SELECT user_id, url, amount FROM (SELECT user_id, url, "
+                  "NULLIF(COALESCE(amount, 0), -1) AS amount, "
+                  "ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY pt DESC) AS rn "
+                  "FROM clicks) WHERE rn = 1;\n"),
+    _per_user("sql-type-max-of-varchar-is-string", "STRING",
+              "MAX(CAST(url AS VARCHAR(3)))", "MAX(CAST(url AS VARCHAR(5)))"),
+    _per_user("sql-type-decimal-precision", "DECIMAL(12, 2)",
+              "MAX(CAST(amount AS DECIMAL(10, 2)))", "MAX(CAST(amount AS DECIMAL(12, 2)))"),
+    _per_user("sql-type-decimal-spelled-differently", "DECIMAL(12, 2)",
+              "MAX(CAST(amount AS DECIMAL(10, 2)))", "MAX(CAST(amount AS NUMERIC(10, 2)))"),
+    _per_user("sql-type-decimal-sum-precision", "DECIMAL(38, 2)",
+              "SUM(CAST(amount AS DECIMAL(10, 2)))", "SUM(CAST(amount AS DECIMAL(12, 2)))"),
+    _per_user("sql-type-timestamp-precision", "TIMESTAMP(6)",
+              "MAX(ts)", "MAX(CAST(ts AS TIMESTAMP(6)))"),
 )

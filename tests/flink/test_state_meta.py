@@ -281,3 +281,111 @@ def test_1000_subtask_rocksdb_savepoint_reads_in_under_2s(tmp_path: Path, distin
     assert len(ops) == 1 and len(ops[0].subtasks) == 1000 and len(ops[0].states) >= 14
     assert all(k.source.endswith(f"meta-{s.index:04d}") for s in ops[0].subtasks for k in s.keyed)
     assert took < (2.0 if not distinct else 10.0)  # all-distinct: the uncached worst case, on a shared machine
+
+
+# -- RowData state: the rows' logical types (issue 15) ------------------------------------------------------
+SQL_RESTORES = Path(__file__).resolve().parent.parent / "fixtures" / "restores"
+ROW_SNAPSHOT = b"org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"
+
+
+def _sql_savepoint(release: str, scenario: str) -> Path:
+    d = SQL_RESTORES / release / scenario
+    return (d / json.loads((d / "outcome.json").read_text())["savepoint"]["fixture"]).resolve()
+
+
+def _state_types(release: str, scenario: str) -> dict[str, tuple[str, ...] | None]:
+    ops = read_state_schemas(load_savepoint(str(_sql_savepoint(release, scenario))), strict=True)
+    out: dict[str, tuple[str, ...] | None] = {}
+    for op in ops:
+        if op.key_serializer is not None and op.key_serializer.logical_types is not None:
+            out.setdefault("key", op.key_serializer.logical_types)
+        for st in op.states:
+            value = st.serializer("VALUE_SERIALIZER")  # the row itself, or inside a map (join records)
+            rows = [s.logical_types for _, s in value.walk() if s.logical_types is not None] if value else []
+            if rows:
+                out[st.name] = rows[0]
+    return out
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_sql_state_rows_carry_their_logical_types(release: str) -> None:
+    """The field types of Flink's RowDataSerializer snapshots, as `LogicalType#asSerializableString()`:
+    length, precision and nullability included (real SQL savepoints, flink_bridge/sql_scenarios.py)."""
+    ltz = "TIMESTAMP(3) WITH LOCAL TIME ZONE NOT NULL"  # the proctime column, its kind (PROCTIME) not part of it
+    dedup = _state_types(release, "sql-type-varchar-to-string")
+    assert (dedup["key"], dedup["deduplicate-state"]) == (("INT",), ("INT", "VARCHAR(3)", "BIGINT", ltz))
+    assert _state_types(release, "sql-type-not-null-to-nullable")["deduplicate-state"] == (
+        "INT", "VARCHAR(2147483647)", ltz, "BIGINT NOT NULL")
+    assert _state_types(release, "sql-type-decimal-precision")["accState"] == ("DECIMAL(10, 2)",)
+    assert _state_types(release, "sql-type-decimal-sum-precision")["accState"] == ("DECIMAL(38, 2)",)
+    assert _state_types(release, "sql-type-timestamp-precision")["accState"] == ("TIMESTAMP(3)",)
+    assert _state_types(release, "sql-join-identical")["left-records"] == ("INT", "VARCHAR(2147483647)")
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_savepoint_types_are_spelled_as_the_exporter_writes_them(release: str) -> None:
+    """Every row type read from job A's savepoint (all SQL scenarios) is one the exporter dumped for job A's graph
+    (Java's own asSerializableString), so the two sides compare as Flink's `Arrays.equals` does."""
+    checked = 0
+    for graph_a in sorted((SQL_RESTORES / release).glob("sql-*/graph-a.json")):
+        if "mini-batch.enabled" in (graph_a.parent / "a.sql").read_text():
+            continue  # a mini-batch aggregate's function sits in a bundle operator the exporter does not open
+        dumped = set()
+        for entry in json.loads(graph_a.read_text())["sql_state"].values():
+            for tree in (entry.get("key"), *entry.get("types", {}).values()):
+                if tree and "logical_types" in tree:
+                    dumped.add(tuple(tree["logical_types"]))
+        if not dumped:
+            continue  # exported before `logical_types`: compared by serializers (test_sql_state_rules.py)
+        checked += 1
+        # the key and the states the SQL rule compares (the exporter does not open window operators' internals)
+        read = {t for name, t in _state_types(release, graph_a.parent.name).items()
+                if name in ("key", "accState", "deduplicate-state")}
+        assert read and read <= dumped, graph_a.parent.name
+    assert checked >= 20
+
+
+def _row_snapshot_bytes() -> tuple[bytes, int]:
+    """A real `_metadata` with inline SQL state, and where the kept row's RowDataSerializerSnapshot begins."""
+    data = (_sql_savepoint("2.3.0", "sql-type-varchar-to-string") / "_metadata").read_bytes()
+    at = data.find(b"deduplicate-state")
+    at = data.find(ROW_SNAPSHOT, at) - 2  # its writeUTF length
+    assert at > 0
+    return data, at
+
+
+def test_row_types_of_a_corrupt_snapshot_fail_as_input_errors() -> None:
+    """Every cut and 400 random corruptions of a RowData snapshot's Java-serialized types: a reading or one
+    InputError (never another exception), in bounded time; a type class not modelled leaves the types unknown."""
+    from upgrade_gate.flink.metadata.reader import BoundedReader
+    from upgrade_gate.flink.state_meta.snapshots import UnknownSnapshotFormat, read_versioned_snapshot
+
+    data, at = _row_snapshot_bytes()
+    clean = read_versioned_snapshot(BoundedReader(data, "m", at), 0)
+    assert clean.logical_types == ("INT", "VARCHAR(3)", "BIGINT", "TIMESTAMP(3) WITH LOCAL TIME ZONE NOT NULL")
+    assert len(clean.nested) == 4
+    end = data.find(bytes.fromhex("001457fd00000001"), at) + 12
+    started = time.monotonic()
+    outcomes = {"read": 0, "error": 0}
+    rng = random.Random(15)
+    cases = [data[:cut] for cut in range(at, end)]
+    for _ in range(MUTATIONS):
+        mutated = bytearray(data)
+        for _ in range(rng.randint(1, 3)):
+            mutated[rng.randrange(at + 100, end)] = rng.choice((0, 0xFF, 0x7F, 0x71, 0x73, rng.randrange(256)))
+        cases.append(bytes(mutated))
+    for case in cases:
+        try:
+            read_versioned_snapshot(BoundedReader(case, "m", at), 0)
+            outcomes["read"] += 1
+        except (InputError, UnknownSnapshotFormat) as exc:
+            assert "\n" not in str(exc)
+            outcomes["error"] += 1
+    assert outcomes["error"] > 300 and time.monotonic() - started < 30
+    huge = bytearray(data)
+    huge[at + 2 + len(ROW_SNAPSHOT) + 4:at + 2 + len(ROW_SNAPSHOT) + 8] = b"\x7f\xff\xff\xff"  # the type count
+    with pytest.raises(InputError, match="row field logical types 2147483647 needs"):
+        read_versioned_snapshot(BoundedReader(bytes(huge), "m", at), 0)
+    foreign = data.replace(b"logical.VarCharType", b"logical.VarCharTypf", 1)
+    unknown = read_versioned_snapshot(BoundedReader(foreign, "m", at), 0)
+    assert unknown.logical_types is None and unknown.nested == clean.nested

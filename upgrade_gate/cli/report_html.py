@@ -26,6 +26,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from upgrade_gate.cli.text_table import human_bytes
 from upgrade_gate.gate.check import CheckResult
+from upgrade_gate.gate.sql_remedies import text as sql_remedy_text
 from upgrade_gate.vocabulary import Verdict
 
 __all__ = ["VERDICT_COLOURS", "colour", "graph_layout", "render_html", "render_page", "render_report",
@@ -307,6 +308,13 @@ def _remedies(check: dict[str, Any]) -> list[dict[str, Any]]:
         action = r.get("action")
         code = f'// on operator "{r.get("node_name")}"\n.{action}' if action else None
         out.append({**r, "code": code})
+    for loss in check.get("losses") or []:  # SQL: the script change a real restore proved (gate/sql_remedies.py)
+        r = loss.get("sql_remedy")
+        if r:
+            sql = loss.get("sql") or {}
+            where = sql.get("operator") or loss.get("name") or loss["operator_id"]
+            out.append({"node_name": where + (f" of {sql['statement']}" if sql.get("statement") else ""),
+                        "matched_by": None, "reason": sql_remedy_text(r), "code": r.get("apply"), "sql": True})
     return out
 
 

@@ -34,7 +34,10 @@ state_names, reason}), `remedies[]` ({operator_id, node_id, node_name, action, m
 savepoint_id, matched_by}), `warnings[]`, `misrouted[]` ({operator_id, name, uid, bytes, state_names,
 writer{node_id?, name, uid, ...}, receiver{node_id, name, uid}, counterpart{node_id, name, uid, matched_by}|null,
 detected_by: old-graph|savepoint|keyed-input|sql-meaning, evidence[]}), `old_graph` (its name or null).
-SQL findings in `losses[]` / `misrouted[]` carry `sql{statement, operator, state, why}` (`gate.sql_explain`).
+SQL findings in `losses[]` / `misrouted[]` carry `sql{statement, operator, state, why}` (`gate.sql_explain`);
+a SQL state that does not restore carries `sql_remedy{cause, keeps_state, text, apply, proven_by}`
+(`gate.sql_remedies`: only remedies a real restore proved; otherwise "no remedy keeps this state" and what is
+lost). `remedies[]` holds no pins for a planner's operators: SQL has no uid()/setUidHash().
 `rescale_detail=False` leaves `operators[].rescale` null and `with_migration=False` leaves
 `migration[]` empty: a fleet scan needs the verdict and the bytes of thousands of jobs, not every
 subtask's key groups (and its V2/V3 table comes from `fleet_ids`). Bad input raises `hashing.errors.InputError`.
@@ -66,6 +69,7 @@ from upgrade_gate.gate import (
     misrouting,
     sql_explain,
     sql_meaning,
+    sql_remedies,
     sql_state_rules,
     state_schema_rules,
     upgrade_checks,
@@ -259,6 +263,8 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | Stre
     if with_remedies and (found.lost_states or found.wrong_receiver):
         remedies = remedies_mod.propose(list(found.lost_states), sim.assignment, graph, found.position_claims)
         remedies += remedies_mod.route_back(list(found.wrong_receiver), graph, remedies)
+        if side.sql_state:  # a planner's operator takes no uid()/setUidHash(): its remedies are SQL (sql_remedies)
+            remedies = [r for r in remedies if r.node_id is not None and str(r.node_id) not in side.sql_state]
         if any(r.action for r in remedies):
             fixed = misrouting.GraphSide(remedies_mod.apply(graph, remedies), side.extras, side.origin)
             remedied = _evaluate(metadata, fixed, hasher, matching, version, allow_non_restored_state, pointer, old)[4]
@@ -280,6 +286,9 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | Stre
         remedied = Verdict.RESTORE_FAILS if remedied is not None else None
         losses += list(extra.losses)
     sql_explain.annotate([*losses, *misrouted], metadata, shown, side, old, meant.writers)  # `sql` in query terms
+    # what a SQL user can apply, only where a real restore proved it (upgrade_gate/gate/sql_remedies.py)
+    sql_remedies.annotate(losses, side, old, meant.writers, metadata, {e.operator_id for e in sql_errors}, hasher,
+                          version)
     return CheckResult(
         verdict=verdict, restore_succeeds=sim.failure is None and not extra.blocks,
         flink_error=sim.failure.message if sim.failure else (extra.errors[0] if extra.errors else None),

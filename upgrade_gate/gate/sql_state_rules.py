@@ -14,9 +14,14 @@ stream node the key serializer and the row types its operator and function hold 
 those rows a named state is serialized with is the table `_STATE_ROWS` (the state names are Flink's
 `GroupAggFunction`, the deduplicate functions, `StreamingJoinOperator`'s record state views).
 
-Compared as the savepoint records them: serializer snapshot classes and, for rows, the field serializers in
-order. Flink compares the rows' logical types (`RowDataSerializerSnapshot#resolveSchemaCompatibility`), so
-two types with one serializer (VARCHAR(3) and STRING; nullability) are not told apart here.
+Compared the way Flink does: serializer snapshot classes, and for rows
+(`RowDataSerializerSnapshot#resolveSchemaCompatibility`) first the fields' logical types, which must be
+equal (`Arrays.equals` of the `LogicalType`s: nullability, VARCHAR length, DECIMAL precision and scale,
+TIMESTAMP precision count; upgrade_gate/flink/state_meta/logical_types.py reads them from the savepoint, the
+exporter writes the new job's as `logical_types`), then the field serializers in order. So VARCHAR(3) ->
+STRING or NOT NULL -> nullable is refused although the serializers are the same; DECIMAL(10, 2) written as
+NUMERIC(10, 2) is the same type. When a side has no types (a graph exported before `logical_types`, or a
+type the reader does not model: RAW, structured) only the serializers are compared.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from upgrade_gate.flink.state_meta import OperatorSchemas, SerializerSnapshot, read_state_schemas
+from upgrade_gate.flink.state_meta.logical_types import display
 from upgrade_gate.gate.state_schema_diff import serializer_class
 from upgrade_gate.gate.upgrade_checks import ExtraChecks
 from upgrade_gate.storage.state_files import state_stream_opener
@@ -62,10 +68,25 @@ class SqlStateError:
                 "new": self.new, "flink_error": self.message}
 
 
-def _describe(tree: dict[str, Any] | SerializerSnapshot) -> str:
+def _describe(tree: dict[str, Any] | SerializerSnapshot, typed: bool = False) -> str:
+    """`ROW<VARCHAR(3), BIGINT>` when both sides' rows carry logical types (`typed`), else the serializers:
+    `RowDataSerializer<StringDataSerializer, LongSerializer>`."""
     cls, nested = _parts(tree)
+    types = _types(tree)
+    if typed and types is not None:
+        return display(types)
     short = serializer_class(cls).rsplit(".", 1)[-1]
     return f"{short}<{', '.join(_describe(n) for n in nested)}>" if cls == _ROW else short
+
+
+def _types(tree: dict[str, Any] | SerializerSnapshot) -> tuple[str, ...] | None:
+    """A row's field types as `LogicalType#asSerializableString()`; None when not known."""
+    if isinstance(tree, SerializerSnapshot):
+        return tree.logical_types
+    types = tree.get("logical_types")
+    if isinstance(types, list) and all(isinstance(t, str) for t in types):
+        return tuple(types)
+    return None
 
 
 def _parts(tree: dict[str, Any] | SerializerSnapshot) -> tuple[str, list[Any]]:
@@ -81,9 +102,16 @@ def _compatible(old: SerializerSnapshot, new: dict[str, Any]) -> bool:
         return False
     if old_cls != _ROW:
         return True
+    old_types, new_types = _types(old), _types(new)
+    if old_types is not None and new_types is not None and old_types != new_types:
+        return False  # RowDataSerializerSnapshot: !Arrays.equals(types, old.types) -> incompatible
     if len(old_nested) != len(new_nested):
         return False
     return all(_compatible(o, n) for o, n in zip(old_nested, new_nested, strict=True))
+
+
+def _typed(old: SerializerSnapshot, new: dict[str, Any]) -> bool:
+    return _types(old) is not None and _types(new) is not None
 
 
 def _new_row(entry: dict[str, Any], state: str) -> dict[str, Any] | None:
@@ -104,7 +132,9 @@ def predict(old: OperatorSchemas, entry: dict[str, Any]) -> Iterator[SqlStateErr
     new_key = entry.get("key")
     if old.key_serializer is not None and isinstance(new_key, dict) and not _compatible(old.key_serializer, new_key):
         o, n = serializer_class(old.key_serializer.class_name), serializer_class(str(new_key.get("class")))
-        yield SqlStateError(old.operator_id, name, "key", _describe(old.key_serializer), _describe(new_key),
+        typed = _typed(old.key_serializer, new_key)
+        yield SqlStateError(old.operator_id, name, "key", _describe(old.key_serializer, typed),
+                            _describe(new_key, typed),
                             f"The new key serializer ({n}) must be compatible with the previous key serializer "
                             f"({o}).")
         return
@@ -116,7 +146,8 @@ def predict(old: OperatorSchemas, entry: dict[str, Any]) -> Iterator[SqlStateErr
         if old_value is None or new_value is None or _compatible(old_value, new_value):
             continue
         o, n = serializer_class(old_value.class_name), serializer_class(str(new_value.get("class")))
-        yield SqlStateError(old.operator_id, name, st.name, _describe(old_value), _describe(new_value),
+        typed = _typed(old_value, new_value)
+        yield SqlStateError(old.operator_id, name, st.name, _describe(old_value, typed), _describe(new_value, typed),
                             f"For heap backends, the new state serializer ({n}) must not be incompatible with "
                             f"the old state serializer ({o}).")
 

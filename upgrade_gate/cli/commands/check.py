@@ -14,6 +14,7 @@ from upgrade_gate.cli.text_table import human_bytes, paragraph, render
 from upgrade_gate.gate.check import CheckResult, check_upgrade
 from upgrade_gate.gate.flink_config import parse_settings
 from upgrade_gate.gate.sql_explain import text as sql_text
+from upgrade_gate.gate.sql_remedies import text as sql_remedy_text
 from upgrade_gate.storage import discovery, k8s_operator
 from upgrade_gate.storage.discovery import SYNTAX_HELP
 from upgrade_gate.vocabulary import (
@@ -108,6 +109,13 @@ def render_table(res: CheckResult) -> str:
             lines += [paragraph(f"- state {x['operator_id']}: {where}"),
                       f"    {x['action']}" if x["action"] else "    (nothing to pin)",
                       paragraph(f"    why: {x['reason']}", indent="    ")]
+    sql_remedies = [x for x in res.losses if x.get("sql_remedy")]
+    if sql_remedies:  # SQL has no uid(): what the script can change, only where a real restore proved it
+        lines += ["", "SQL remedies"]
+        for x in sql_remedies:
+            r = x["sql_remedy"]
+            lines.append(paragraph(f"- state {x['operator_id']}: {sql_remedy_text(r)}"))
+            lines += [f"    {line}" for line in (r["apply"] or "").splitlines()]
     refused = []
     names = {o["operator_id"]: o["name"] or o["new_node_name"] for o in res.operators}
     for d in res.schema_changes:  # state schema changes Flink cannot migrate (state_schema_diff); the rest are warnings

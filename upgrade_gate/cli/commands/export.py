@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
 from flink_bridge.dist import FLINK_RELEASES
-from flink_bridge.exporter import DEFAULT_TIMEOUT, DEFAULT_VERSION, export_graph
+from flink_bridge.exporter import DEFAULT_TIMEOUT, DEFAULT_VERSION, export_graph, export_release
 from hashing.errors import InputError
+from upgrade_gate.gate import plan_versions
 
 NAME = "export"
 HELP = "write the job-graph spec of a job jar, SQL script or compiled SQL plan, built by real Flink"
@@ -56,6 +58,22 @@ def _number(text: str, flag: str, kind: type) -> int | float:
         raise InputError(f"{flag} {text!r}: not a number") from None
 
 
+def _plans(kind: str, path: Path) -> list[Path]:
+    """The compiled plan files the job runs: the input itself, or a script's `EXECUTE PLAN '<file>'` (resolved as
+    ExportMain#planFile does: the working directory, else beside the script)."""
+    if kind == "compiled-plan":
+        return [path] if path.is_file() else []
+    if kind != "sql" or not path.is_file():
+        return []
+    out = []
+    for name in re.findall(r"(?i)(?<!AND)\s+EXECUTE\s+PLAN\s+'([^']+)'", " " + path.read_text(encoding="utf-8")):
+        f = Path(name.removeprefix("file://"))
+        f = f if f.is_absolute() or f.is_file() else path.resolve().parent / f
+        if f.is_file():
+            out.append(f)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     program_args = list(args.program_args)
     if program_args[:1] == ["--"]:
@@ -70,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
         kind, path = "compiled-plan", args.compiled_plan
     parallelism = None if args.parallelism is None else int(_number(args.parallelism, "-p", int))
     timeout = float(_number(args.timeout, "--timeout", float))
+    for plan_file in _plans(kind, Path(path)):  # FLIP-190: a release refuses newer plans (gate/plan_versions.py)
+        plan = plan_versions.check_file(plan_file, export_release(args.flink_version))
+        if not plan.accepted:
+            raise InputError(f"{plan_file}: {plan.reason}. Flink would fail with: {plan.flink_error}")
     try:
         result = export_graph(kind, path, main_class=args.main_class, args=program_args,
                               flink_version=args.flink_version, parallelism=parallelism, config=args.config,

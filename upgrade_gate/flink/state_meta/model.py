@@ -45,6 +45,11 @@ class SerializerSnapshot:
     subclasses: tuple[tuple[str, SerializerSnapshot | None], ...] = ()
     enum_constants: tuple[str, ...] = ()
     composite: bool = False  # a CompositeTypeSerializerSnapshot (or one ending with nested snapshots)
+    # RowDataSerializerSnapshot: its fields' LogicalTypes as `asSerializableString()` (logical_types.py);
+    # None when not read (another snapshot, or a type not modelled there).
+    logical_types: tuple[str, ...] | None = None
+    # flink-table-runtime's parameter snapshots: DECIMAL (precision, scale), TIMESTAMP (precision), BinaryRow (arity)
+    parameters: tuple[int, ...] = ()
 
     @property
     def is_kryo(self) -> bool:

@@ -22,11 +22,19 @@ Bodies, by class (facts from Flink 1.20 and 2.x):
 - `KryoSerializerSnapshot` v2: the type class, then three optional maps: registrations (value frame:
   registered class, int `SerializerDefinitionType` ordinal, the serializer class for CLASS), default
   serializer instances (Java-serialized, skipped), default serializer classes (value frame: class name).
+- flink-table-runtime's `DecimalDataSerializer.DecimalSerializerSnapshot` v3 (int precision, int scale),
+  `TimestampDataSerializer.TimestampDataSerializerSnapshot` v1 (int precision),
+  `BinaryRowDataSerializer.BinaryRowDataSerializerSnapshot` v3 (int number of fields).
+- `RowDataSerializer.RowDataSerializerSnapshot` v3 (flink-table-runtime): int count, each field's
+  `LogicalType` Java-serialized on its own (`InstantiationUtil.serializeObject`, read by
+  java_serialization.py into `logical_types`), then `NestedSerializersSnapshotDelegate`.
 """
 
 from __future__ import annotations
 
 from upgrade_gate.flink.metadata.reader import BoundedReader
+from upgrade_gate.flink.state_meta.java_serialization import UnsupportedJavaStream, read_stream
+from upgrade_gate.flink.state_meta.logical_types import type_string
 from upgrade_gate.flink.state_meta.model import KRYO_SNAPSHOT, POJO_SNAPSHOT, SerializerSnapshot
 
 __all__ = ["COMPOSITE_OUTER", "UnknownSnapshotFormat", "read_serializer_snapshot", "read_versioned_snapshot"]
@@ -85,9 +93,19 @@ COMPOSITE_OUTER: dict[str, str] = {
     "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot": "",
     "org.apache.flink.streaming.runtime.streamrecord.StreamElementSerializer$StreamElementSerializerSnapshot": "",
 }
+# flink-table-runtime snapshots whose body is ints: class -> (version, how many). DecimalSerializerSnapshot:
+# precision, scale; TimestampDataSerializerSnapshot (TIMESTAMP and TIMESTAMP_LTZ): precision;
+# BinaryRowDataSerializerSnapshot: the number of fields.
+_T = "org.apache.flink.table.runtime.typeutils."
+INT_PARAMETERS: dict[str, tuple[int, int]] = {
+    _T + "DecimalDataSerializer$DecimalSerializerSnapshot": (3, 2),
+    _T + "TimestampDataSerializer$TimestampDataSerializerSnapshot": (1, 1),
+    _T + "BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot": (3, 1),
+}
 # Non-composite snapshots that end with a NestedSerializersSnapshotDelegate after a prefix we skip
-# (RowDataSerializerSnapshot: Java-serialized LogicalTypes, then the field serializers' snapshots).
-ENDS_WITH_NESTED = frozenset({"org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"})
+# (RowDataSerializerSnapshot of a version other than 3, or with types this reader does not model).
+ROW_DATA_SNAPSHOT = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"
+ENDS_WITH_NESTED = frozenset({ROW_DATA_SNAPSHOT})
 
 
 class UnknownSnapshotFormat(Exception):
@@ -138,6 +156,12 @@ def read_versioned_snapshot(r: BoundedReader, depth: int) -> SerializerSnapshot:
         return _pojo(r, name, version, at, depth)
     if name == KRYO_SNAPSHOT:
         return _kryo(r, name, version, at)
+    if INT_PARAMETERS.get(name, (0, 0))[0] == version:
+        return SerializerSnapshot(name, version, parameters=tuple(
+            r.read_int(f"{name} parameter") for _ in range(INT_PARAMETERS[name][1])))
+    if name == ROW_DATA_SNAPSHOT and version == 3:
+        types = _row_types(r)
+        return SerializerSnapshot(name, version, nested=_nested(r, depth), composite=True, logical_types=types)
     if name in ENDS_WITH_NESTED:
         _skip_to_nested(r, name, version, at)
         return SerializerSnapshot(name, version, nested=_nested(r, depth), composite=True)
@@ -147,6 +171,24 @@ def read_versioned_snapshot(r: BoundedReader, depth: int) -> SerializerSnapshot:
             raise UnknownSnapshotFormat(name, version, at)
         return _composite(r, name, version, at, depth)
     raise UnknownSnapshotFormat(name, version, at)
+
+
+def _row_types(r: BoundedReader) -> tuple[str, ...] | None:
+    """`RowDataSerializerSnapshot` v3's types: int count, one Java-serialized `LogicalType` each (None if a
+    type is not modelled; a stream this reader does not model is skipped up to the nested snapshots)."""
+    start = r.pos
+    n = r.read_count("row field logical types", 8)
+    types: list[str | None] = []
+    try:
+        for _ in range(n):
+            types.append(type_string(read_stream(r)))
+    except UnsupportedJavaStream:
+        r.pos = start
+        _skip_to_nested(r, ROW_DATA_SNAPSHOT, 3, start)
+        return None
+    if r.data[r.pos:r.pos + len(NESTED_MARKER)] != NESTED_MARKER:
+        r.fail("expected the row's nested serializer snapshots after its logical types")
+    return None if any(t is None for t in types) else tuple(t for t in types if t is not None)
 
 
 def _enum(r: BoundedReader, name: str, version: int, at: int) -> SerializerSnapshot:

@@ -25,8 +25,10 @@ import java.util.TreeMap;
  * serializer, a RowDataSerializer for SQL) and the row types the operator and its function hold
  * for their state (GroupAggFunction#accTypes, the dedup functions' typeInfo, StreamingJoinOperator's
  * leftType/rightType, ...), each as its serializer snapshot class with nested field serializers —
- * the same classes the savepoint's serialization proxies record. Written beside the spec (top-level
- * {@code sql_state}), never inside it, so spec files keep their format.
+ * the same classes the savepoint's serialization proxies record — and, for rows, the fields' logical
+ * types ({@code logical_types}), which RowDataSerializerSnapshot#resolveSchemaCompatibility
+ * compares. Written beside the spec (top-level {@code sql_state}), never inside it, so spec files
+ * keep their format.
  */
 public final class SqlStateDumper {
     private SqlStateDumper() {}
@@ -115,6 +117,27 @@ public final class SqlStateDumper {
             // not a row: no nested field serializers
         }
         m.put("nested", nested);
+        List<String> logical = logicalTypes(s);
+        if (logical != null) m.put("logical_types", logical);
         return m;
+    }
+
+    /**
+     * A RowDataSerializer's field types ({@code types}, what its RowDataSerializerSnapshot writes and
+     * compares with Arrays.equals) as LogicalType#asSerializableString(), the form the gate's savepoint
+     * reader produces (upgrade_gate/flink/state_meta/logical_types.py); null when a type has none.
+     */
+    private static List<String> logicalTypes(TypeSerializer<?> s) {
+        try {
+            Field f = s.getClass().getDeclaredField("types");
+            f.setAccessible(true);
+            Object v = f.get(s);
+            if (!(v instanceof LogicalType[])) return null;
+            List<String> out = new ArrayList<>();
+            for (LogicalType t : (LogicalType[]) v) out.add(t.asSerializableString());
+            return out;
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return null;  // not a row, or a type without a serializable string (RAW, structured, ...)
+        }
     }
 }
