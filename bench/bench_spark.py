@@ -202,18 +202,35 @@ def spark_worker(kind: str, cores: int, arg: str, key_type: str | None) -> dict[
                 parquet_output.write_table(savepoint_scan.scan_rows(jobs, progress.address), str(out / "scan"))
             return time.perf_counter() - t
 
+        # CPU-seconds of this process tree (driver, its JVM, the Python workers) at each phase's end: ids and
+        # scan share the cores, so they are one phase; the check is the other
+        from bench.peak_memory import PeakMemory
+
+        cpu = PeakMemory(os.getpid())
+
+        def cpu_now() -> dict[str, float]:
+            cpu.sample()
+            return cpu.cpu_seconds()
+
+        start_cpu = cpu_now()
         # as flink_fleet_scan runs them: fleet_ids and savepoint_scan at once, then fleet_check
         with ThreadPoolExecutor(2) as pool:
             ids_done, scan_done = pool.submit(ids), pool.submit(scan)
             t_ids, t_scan = ids_done.result(), scan_done.result()
+        inputs_cpu = cpu_now()
         t_check = time.perf_counter()
         summary = fleet_check.run_check(spark, str(out / "ids"), str(out / "scan"), str(out / "check"),
                                         plan=str(root / "plan.csv"), partitions=partitions, progress_interval=30)
         total = time.perf_counter() - t
+        check_cpu = cpu_now()
+        cpu.stop()
+        phase_cpu = {"ids_and_scan": {k: round(v - start_cpu.get(k, 0.0), 1) for k, v in inputs_cpu.items()},
+                     "check": {k: round(v - inputs_cpu.get(k, 0.0), 1) for k, v in check_cpu.items()}}
         result = {"seconds": total, "ids_seconds": t_ids, "scan_seconds": t_scan,
                   "check_seconds": time.perf_counter() - t_check, "verdicts": summary["verdicts"],
                   "errors": summary["errors"], "unchecked": summary["unchecked_jobs"][:3],
-                  "unread_state": unread_state(str(out / "check" / "verdicts")), "timings": summary["timings"]}
+                  "unread_state": unread_state(str(out / "check" / "verdicts")), "timings": summary["timings"],
+                  "phase_cpu_s": phase_cpu}
     else:
         doc = key_alignment.run_alignment(spark, arg, str(out), key_type=key_type or "int", parallelism=8,
                                           max_parallelism=128)
@@ -423,6 +440,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['check_seconds']:.1f} s; driver peak MiB {r['peak_mb']}; CPU-s {r['cpu_s']}; "
                       f"verdicts {r['verdicts']}",
                       file=sys.stderr, flush=True)
+                for phase, used in r["phase_cpu_s"].items():
+                    workers = 1000 * used.get("python_workers", 0) / args.jobs
+                    print(f"  {phase}: CPU-s {used}; Python workers {workers:.2f} ms/job, all processes "
+                          f"{1000 * sum(used.values()) / args.jobs:.2f} ms/job", file=sys.stderr, flush=True)
         names = {k for r in runs.values() for k in r["verdicts"]}
         verdicts = [{k: r["verdicts"].get(k, 0) for k in names} for r in runs.values()]
         assert all(v == verdicts[0] for v in verdicts), {k: r["verdicts"] for k, r in runs.items()}

@@ -158,6 +158,55 @@ def _ship_packages(spark: SparkSession) -> None:
             for path in sorted((REPO / pkg).rglob("*.py")):
                 zf.write(path, path.relative_to(REPO).as_posix())
     spark.sparkContext.addPyFile(str(target))
+    # a compiled extension cannot be imported from a zip: ship the built hasher as a file of its own, which
+    # `hashing.hashers` loads from SparkFiles when the interpreter's ABI matches (else the Python rules run)
+    extension = compiled_hasher_file()
+    if extension is not None:
+        spark.sparkContext.addFile(str(extension))
+
+
+def compiled_hasher_file() -> Path | None:
+    """The built `hashing._fastids` extension of this interpreter (`pip install -e .`), or None."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    for suffix in EXTENSION_SUFFIXES:
+        path = REPO / "hashing" / f"_fastids{suffix}"
+        if path.is_file():
+            return path
+    return None
+
+
+# ---- which hasher the executors ran -------------------------------------------------------
+class _Union:
+    """AccumulatorParam of sets: the tasks' implementation names, merged by union."""
+
+    def zero(self, value: frozenset[str]) -> frozenset[str]:
+        return frozenset()
+
+    def addInPlace(self, a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
+        return frozenset(a) | frozenset(b)
+
+
+def hasher_use(spark: SparkSession) -> Any:
+    """An accumulator the tasks tell which hasher they ran ("compiled" or "python"; `note_hasher`).
+
+    On a cluster the Python workers load our code from a shipped zip, where the compiled hasher
+    cannot be imported (`_ship_packages`): the driver log and the fleet report say what really ran."""
+    return spark.sparkContext.accumulator(frozenset(), _Union())
+
+
+def note_hasher(use: Any | None) -> None:
+    """Executor side: add this worker's hasher implementation to the driver's accumulator."""
+    if use is not None:
+        from hashing.hashers import IMPLEMENTATION
+
+        use.add(frozenset({IMPLEMENTATION}))
+
+
+def hasher_used(use: Any | None) -> str:
+    """"compiled", "python", "compiled+python" (some workers each), or "none" (no task hashed)."""
+    kinds = sorted(use.value) if use is not None else []
+    return "+".join(kinds) if kinds else "none"
 
 
 _WORKER_GC_TUNED = False

@@ -84,9 +84,11 @@ def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non
     }
 
 
-def check_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None
-                    ) -> Iterator[pa.RecordBatch]:
-    """Executor side: every job of the task through `check_job`; failures become an `error` row."""
+def check_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None,
+                    hasher: Any | None = None) -> Iterator[pa.RecordBatch]:
+    """Executor side: every job of the task through `check_job`; failures become an `error` row.
+
+    `hasher`: `common.hasher_use`'s accumulator, told which hasher implementation this worker ran."""
     import pyarrow as pa
 
     from hashing.errors import InputError
@@ -95,6 +97,7 @@ def check_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int]
     ticker = Ticker(progress)
 
     common.tune_worker_gc()
+    common.note_hasher(hasher)
     schema = common.arrow_schema(SCHEMA_DDL)
     client = None
     for batch in batches:
@@ -261,13 +264,18 @@ def _check_staged(spark: SparkSession, inputs: DataFrame, staged: str, total: in
     with common.atomic_output(output, overwrite=overwrite) as tmp:
         target = common.parse_location(tmp)
         verdict_path = target.child("verdicts").uri
+        hasher = common.hasher_use(spark)
         with Progress.for_session(spark, log, JOB, total, progress_interval) as progress:
             address = progress.address
-            rows = ArrowRows(inputs, lambda it: check_partition(fleet_inputs.staged_batches(it, staged), address),
-                             SCHEMA_DDL)
+            rows = ArrowRows(inputs, lambda it: check_partition(fleet_inputs.staged_batches(it, staged), address,
+                                                                hasher), SCHEMA_DDL)
             write_table(rows, verdict_path, overwrite=overwrite)
         checked = time.perf_counter()
         summary = summarize_table(verdict_path, worst)
+        # which hasher the executors ran (a cluster ships our code as a zip: common.compiled_hasher_file)
+        summary["hasher_implementation"] = common.hasher_used(hasher)
+        log.info("hasher: %s (what the executors ran: hashing/_fastids, or the Python rules)",
+                 summary["hasher_implementation"])
         summary["timings"] = {
             **{f"{name}_write_s": s for name, s in (("fleet_ids", table_seconds(ids_table)),
                                                      ("savepoint_scan", table_seconds(scan_table))) if s is not None},

@@ -113,8 +113,10 @@ def _arrow_schema() -> pa.Schema:
 
 
 def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None,
-                  progress: tuple[str, int] | None = None) -> Iterator[pa.RecordBatch]:
-    """Executor side: every (job, spec) of the task -> node rows, as Arrow batches."""
+                  progress: tuple[str, int] | None = None, hasher: Any | None = None) -> Iterator[pa.RecordBatch]:
+    """Executor side: every (job, spec) of the task -> node rows, as Arrow batches.
+
+    `hasher`: `common.hasher_use`'s accumulator, told which hasher implementation this worker ran."""
     import pyarrow as pa
 
     from hashing.errors import InputError
@@ -123,6 +125,7 @@ def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None,
     ticker = Ticker(progress)
 
     common.tune_worker_gc()
+    common.note_hasher(hasher)
     schema = _arrow_schema()
     client = None
     pending: list[dict[str, Any]] = []
@@ -146,11 +149,13 @@ def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None,
 
 
 def ids_rows(jobs: DataFrame, flink_version: str | None = None,
-             progress: tuple[str, int] | None = None) -> ArrowRows:
+             progress: tuple[str, int] | None = None, hasher: Any | None = None) -> ArrowRows:
     """(job, spec) rows -> one row per stream node (`SCHEMA_DDL`), computed by the core in executors.
 
-    `progress`: the driver's `progress.Progress.address`, which each task tells how many jobs it did."""
-    return ArrowRows(jobs.select("job", "spec"), lambda it: ids_partition(it, flink_version, progress), SCHEMA_DDL)
+    `progress`: the driver's `progress.Progress.address`, which each task tells how many jobs it did;
+    `hasher`: a `common.hasher_use` accumulator, which each task tells which hasher it ran."""
+    return ArrowRows(jobs.select("job", "spec"), lambda it: ids_partition(it, flink_version, progress, hasher),
+                     SCHEMA_DDL)
 
 
 def fleet_ids(jobs: DataFrame, flink_version: str | None = None) -> DataFrame:
@@ -176,8 +181,11 @@ def _run(argv: list[str] | None) -> int:
     rows = catalogue_rows(args.catalogue)
     jobs = catalogue(spark, args.catalogue, args.partitions, rows)
     log.info("catalogue %s: %d specs in %d tasks", args.catalogue, len(rows), jobs.rdd.getNumPartitions())
+    hasher = common.hasher_use(spark)
     with Progress.for_session(spark, log, JOB, len(rows), args.progress_interval) as progress:
-        write_table(ids_rows(jobs, args.flink_version, progress.address), args.output, overwrite=args.overwrite)
+        write_table(ids_rows(jobs, args.flink_version, progress.address, hasher), args.output,
+                    overwrite=args.overwrite)
+    log.info("hasher: %s (what the executors ran: hashing/_fastids, or the Python rules)", common.hasher_used(hasher))
     nodes, failed = 0, set()
     for batch in table_batches(args.output, ["job", "error"]):  # local or s3:// (manifest), one batch at a time
         bad = batch.filter(batch.column("error").is_valid())

@@ -2,7 +2,8 @@
 
 Started through the `spark-class` script the pip-installed pyspark ships (the same launcher a
 platform's cluster uses), bound to 127.0.0.1 on free ports, one core and a small memory per
-worker. Each worker has its own work directory (`SPARK_WORKER_DIR`): the executors fetch our
+worker. Executors run this interpreter without the repository's editable install (`executor_python`).
+Each worker has its own work directory (`SPARK_WORKER_DIR`): the executors fetch our
 code from the driver (`common._ship_packages`) and read and write every input and output in
 S3, so they share no files with the driver. Every daemon runs in its own process group and is
 stopped with it at teardown, so no JVM outlives the test session.
@@ -73,6 +74,20 @@ class SparkCluster:
                 proc.wait()
 
 
+def executor_python(root: Path) -> str:
+    """The executors' Python: this interpreter and its third-party libraries, without this repository's
+    editable install (`pip install -e .` adds an import hook through site-packages' .pth files; `-S` skips
+    them). A cluster host has only the libraries, so executors import our code from the zip the driver
+    ships, and the compiled hasher only from the file shipped beside it (spark_jobs.common)."""
+    import sysconfig
+
+    script = root / "python-executor"
+    site = sysconfig.get_paths()["purelib"]
+    script.write_text(f'#!/bin/sh\nPYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" -S "$@"\n')
+    script.chmod(0o755)
+    return str(script)
+
+
 def start_cluster(root: Path, extra_env: dict[str, str], workers: int = 2, timeout: float = 120,
                   worker_memory: str = WORKER_MEMORY) -> SparkCluster:
     """A master and `workers` workers on free loopback ports; returns once every worker has registered.
@@ -85,6 +100,7 @@ def start_cluster(root: Path, extra_env: dict[str, str], workers: int = 2, timeo
                PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                SPARK_LOG_DIR=str(root / "logs"), SPARK_DAEMON_MEMORY="256m",
                SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    env["PYSPARK_PYTHON"] = executor_python(root)
     spark_class = str(pyspark_bin() / "spark-class")
     cluster = SparkCluster(f"spark://127.0.0.1:{ports[0]}", env, root)
     try:

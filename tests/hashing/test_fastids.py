@@ -176,3 +176,43 @@ def test_a_subclassed_node_goes_to_the_python_rules():
     assert hashers._fastids.hash_graph(graph.nodes, graph.edges, True, True, True, True) is None
     plain = StreamGraph.of("plain", [StreamNode(1, "a", 1), StreamNode(2, "b", 1)], [StreamEdge(1, 2)])
     assert compute_operator_ids(graph, "v3").to_json()["nodes"] == compute_operator_ids(plain, "v3").to_json()["nodes"]
+
+
+_EXECUTOR_PROBE = """
+import sys, pyspark.files
+# a cluster host has the third-party libraries, not this repository's editable install (its import hook)
+sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
+sys.path.insert(0, sys.argv[1])  # our packages as a cluster executor gets them: a zip (spark_jobs.common)
+pyspark.files.SparkFiles._is_running_on_worker = True
+pyspark.files.SparkFiles._root_directory = sys.argv[2]
+import hashing.hashers as h
+print(h.IMPLEMENTATION, sys.modules["hashing"].__file__.startswith(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("shipped", [True, False], ids=["extension-shipped", "nothing-shipped"])
+def test_a_zipped_executor_runs_the_shipped_extension_else_python(shipped: bool, tmp_path: Path) -> None:
+    """On a cluster the executors import our code from a zip, which cannot hold the extension: the file the
+    driver ships with `addFile` (`common.compiled_hasher_file`) is loaded from SparkFiles; without it the
+    Python rules run, and nothing fails."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from spark_jobs.common import SHIPPED_PACKAGES, compiled_hasher_file
+
+    packages = tmp_path / "packages.zip"
+    with zipfile.ZipFile(packages, "w") as zf:
+        for pkg in SHIPPED_PACKAGES:
+            for path in (REPO / pkg).rglob("*.py"):
+                zf.write(path, path.relative_to(REPO).as_posix())
+    files = tmp_path / "files"
+    files.mkdir()
+    extension = compiled_hasher_file()
+    assert extension is not None  # built by `pip install -e .`, as test_the_compiled_hasher_is_built_and_used says
+    if shipped:
+        (files / extension.name).write_bytes(extension.read_bytes())
+    out = subprocess.run([sys.executable, "-c", _EXECUTOR_PROBE, str(packages), str(files)], capture_output=True,
+                         text=True, cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+                         check=True).stdout.split()
+    assert out == ["compiled" if shipped else "python", "True"]

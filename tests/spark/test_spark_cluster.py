@@ -5,8 +5,8 @@ A generated fleet of 40 jobs (and a key sample with planted misplacements) lives
 reading their inputs from S3 and writing their tables to S3 (the workers write Parquet parts with
 pyarrow, the driver commits a manifest: no s3a connector). The same jobs on an in-process `local[2]`
 session write local tables. Every table must hold the same rows, and the work must really have run
-on both workers. `key_alignment` reads its sample from S3 in the executors (pyarrow) and writes
-`offenders/` and `report.json` to S3.
+on both workers, with the compiled hasher (shipped beside the code's zip). `key_alignment` reads its
+sample from S3 in the executors (pyarrow) and writes `offenders/` and `report.json` to S3.
 """
 
 from __future__ import annotations
@@ -77,6 +77,10 @@ def test_fleet_jobs_on_a_two_worker_cluster_equal_local_mode(spark_cluster: Spar
             assert proc.returncode in ((0, 1) if name == "check" else (0,)), logs[name][-4000:]
             assert "Traceback" not in logs[name], logs[name][-4000:]
     assert f"wrote {out}/ids:" in logs["ids"] and f"wrote {out}/scan:" in logs["scan"]
+    # the executors got our code as a zip, which cannot hold a compiled extension: the built hasher came as a
+    # shipped file (SparkFiles), and every task of the jobs that hash ran it, not the Python fallback
+    assert "fleet_ids: hasher: compiled (" in logs["ids"], logs["ids"][-4000:]
+    assert "fleet_check: hasher: compiled (" in logs["check"], logs["check"][-4000:]
     # progress: jobs done / total with rate and ETA in every driver log, ending at the total
     for name, job in (("ids", "fleet_ids"), ("scan", "savepoint_scan"), ("check", "fleet_check")):
         lines = re.findall(rf"{job}: ([\d,]+)/{JOBS} jobs \(([\d.]+) %\), ([\d.]+) jobs/s, ([^,]+),", logs[name])
@@ -102,7 +106,7 @@ def test_fleet_jobs_on_a_two_worker_cluster_equal_local_mode(spark_cluster: Spar
     cluster_summary = json.loads(body)
     assert {k: v for k, v in cluster_summary.items() if k != "timings"} == {
         k: v for k, v in summary.items() if k != "timings"}
-    assert summary["jobs"] == JOBS
+    assert summary["jobs"] == JOBS and cluster_summary["hasher_implementation"] == "compiled"
     # how long each phase took, the input tables' writes included (read from their manifests)
     assert set(cluster_summary["timings"]) == {"fleet_ids_write_s", "savepoint_scan_write_s", "pair_inputs_s",
                                                "check_s", "summary_s", "fleet_check_s"}

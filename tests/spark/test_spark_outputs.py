@@ -287,6 +287,7 @@ def test_summary_reads_the_same_from_pyarrow_and_from_spark(spark, fleet, tmp_pa
     assert sorted(arrow, key=lambda r: r["job"]) == sorted(fleet_check._read_verdicts_spark(spark, verdicts),
                                                            key=lambda r: r["job"])
     timings = summary.pop("timings")
+    assert summary.pop("hasher_implementation") == "compiled"  # what the executors ran, not read from the table
     assert fleet_check.summarize(arrow, 5) == summary and summary["jobs"] == 60
     assert {"fleet_ids_write_s", "savepoint_scan_write_s", "check_s"} <= set(timings)
     # the tasks read their inputs from parts staged beside the output; none are left behind

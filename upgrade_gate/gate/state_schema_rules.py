@@ -124,6 +124,27 @@ def _where(m: KryoMisread) -> str:
     return f"state '{m.state.name}' ({m.state.kind}{', ' + m.role if m.role != 'VALUE_SERIALIZER' else ''}){place}"
 
 
+_last_read: tuple[CheckpointMetadata, tuple[OperatorSchemas, ...]] | None = None
+
+
+def _schemas(metadata: CheckpointMetadata, opener: Opener | None) -> tuple[OperatorSchemas, ...]:
+    """`read_state_schemas` of `metadata` (tolerant), read once per savepoint object.
+
+    `check_upgrade` runs the rule chain again on the remedied graph for the same parsed savepoint
+    (`verdict_with_remedies`); its state files are the same, so the second pass reuses the first's proxies
+    instead of re-reading and re-parsing them (in a fleet check that was 1 job in 6, each reading every
+    proxy again: docs/performance.md, "Spark jobs"). Only the default opener's reads are kept, and only
+    for the last savepoint (by identity: a parsed savepoint is immutable), so nothing grows with a fleet."""
+    global _last_read
+    last = _last_read
+    if opener is None and last is not None and last[0] is metadata:
+        return last[1]
+    schemas = read_state_schemas(metadata, opener or state_stream_opener(), tolerant=True)
+    if opener is None:
+        _last_read = (metadata, schemas)
+    return schemas
+
+
 def kryo_upgrade_misreads(ctx: RuleContext, so_far: Findings, opener: Opener | None = None) -> Iterator[Loss | Note]:
     """Snapshot rule: crossing Flink 1.x -> 2.x, name every state Kryo 5 would restore corrupted.
 
@@ -135,8 +156,7 @@ def kryo_upgrade_misreads(ctx: RuleContext, so_far: Findings, opener: Opener | N
         return
     lost = {s.operator_id_hex for s in so_far.lost_states}
     # tolerant: a state file we cannot parse is a warning on that operator, the rest is still judged
-    schemas = tuple(op for op in read_state_schemas(ctx.metadata, opener or state_stream_opener(), tolerant=True)
-                    if op.operator_id not in lost)
+    schemas = tuple(op for op in _schemas(ctx.metadata, opener) if op.operator_id not in lost)
     by_id: dict[str, OperatorState] = {op.operator_id_hex: op for op in ctx.metadata.operator_states}
     blocking: dict[str, list[KryoMisread]] = {}
     for m in kryo_misreads(schemas):

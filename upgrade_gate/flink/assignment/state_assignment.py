@@ -20,6 +20,7 @@ Coordinator state is looked up by the *generated* id only (`restoreStateToCoordi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from hashing.graph import Factory, StreamGraph
 from hashing.job_graph import OperatorIDPair
@@ -30,7 +31,7 @@ from upgrade_gate.flink.assignment.job import ExecutionJobVertex
 from upgrade_gate.flink.assignment.keyed_state import key_group_partitions, reassign_keyed
 from upgrade_gate.flink.assignment.load_validation import LoadResult
 from upgrade_gate.flink.assignment.operator_state_repartitioner import NewSubtaskOperatorState, repartition_state
-from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore, TaskStateAssignment
+from upgrade_gate.flink.assignment.task_state_assignment import Handout, OperatorRestore, TaskStateAssignment
 from upgrade_gate.flink.metadata.model import OperatorState
 
 # OperatorRestore lives in task_state_assignment; it is re-exported here for the callers that take
@@ -100,6 +101,13 @@ def _repartition(st: OperatorState, kind: str, new_parallelism: int) -> list[New
                               for i in range(st.parallelism)], st.parallelism, new_parallelism)
 
 
+def _hand_out(old: OperatorState, partitions: list[tuple[int, int]], parallelism: int) -> Handout:
+    """What each new subtask gets of `old`: its key-group ranges' keyed state (`reassign_keyed`) and its share of
+    the managed and raw operator state (`repartition_state`)."""
+    return (reassign_keyed(old, partitions), _repartition(old, "managed_operator_state", parallelism),
+            _repartition(old, "raw_operator_state", parallelism))
+
+
 def assign_states(load: LoadResult, vertices: list[ExecutionJobVertex], graph: StreamGraph,
                   matching: str = "fixed", hasher: str = "v2", old_graph: StreamGraph | None = None) -> Assignment:
     local = dict(load.kept)
@@ -129,9 +137,7 @@ def assign_states(load: LoadResult, vertices: list[ExecutionJobVertex], graph: S
                 continue
             if not any(sub.has_state for sub in r.old.subtask_states.values()):
                 continue  # no handle of any kind (coordinator state aside): nothing to hand out
-            r.managed_operator = _repartition(r.old, "managed_operator_state", vertex.parallelism)
-            r.raw_operator = _repartition(r.old, "raw_operator_state", vertex.parallelism)
-            r.keyed = reassign_keyed(r.old, partitions)
+            r.hand_out_later(partial(_hand_out, r.old, partitions, vertex.parallelism))
     for r in operators.values():
         if r.old is not None and r.old.coordinator_state is not None:
             node = graph.by_id[r.node_id]
