@@ -18,7 +18,8 @@ workers). Every job must get a verdict (no error row). Not a test: numbers go to
 uploading a 100,000-job fleet (about 1.2 M objects) to the embedded S3 server takes longer than the
 scan itself. Tables still go to `s3://` (for `local` also to a local folder).
 
-Usage: python -m bench.bench_cluster [--jobs 2000] [--ops 50] [--local-fleet] [--configs local,local-s3,cluster]
+Usage: python -m bench.bench_cluster [--jobs 2000] [--ops 50] [--local-fleet [--linked]]
+       [--configs local,local-s3,cluster]
 """
 
 from __future__ import annotations
@@ -93,19 +94,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--ops", type=int, default=50)
     ap.add_argument("--local-fleet", action="store_true", help="read the fleet from the local disk, not S3")
+    ap.add_argument("--linked", action="store_true",
+                    help="more than 10,000 jobs: the 10,000-job fleet's files hard-linked under replica names "
+                         "(bench.fleet.link_fleet), with --local-fleet")
     ap.add_argument("--configs", default="local,local-s3,cluster",
                     help="which of local (local[2], local tables), local-s3, cluster to run")
     args = ap.parse_args(argv)
     configs = set(args.configs.split(","))
 
     sys.path.insert(0, str(REPO))
-    from bench.bench_spark import fleet_input
-    from bench.fleet import upload_fleet
+    from bench.bench_spark import BENCH_DIR, GENERATED_AT_MOST, fleet_input
+    from bench.fleet import link_fleet, upload_fleet
     from spark_jobs.common import PYTHON_BOUND_JVM_OPTIONS
     from tests import s3_server
     from tests.spark_cluster import pyspark_bin, start_cluster
 
-    root = fleet_input(args.jobs, args.ops)
+    if args.linked and args.jobs > GENERATED_AT_MOST:
+        t = time.perf_counter()
+        root = link_fleet(fleet_input(GENERATED_AT_MOST, args.ops), BENCH_DIR / f"fleet-{args.jobs}x{args.ops}-linked",
+                          -(-args.jobs // GENERATED_AT_MOST))
+        print(f"linked {args.jobs} jobs in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+    else:
+        root = fleet_input(args.jobs, args.ops)
     work = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     (work / "weed").mkdir()
     server = s3_server.start(work / "weed")

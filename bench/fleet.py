@@ -648,6 +648,37 @@ def replicate_fleet(source: str | Path, root: str | Path, times: int) -> list[di
     return out
 
 
+def link_fleet(source: str | Path, root: str | Path, times: int) -> Path:
+    """`replicate_fleet` as folders a Spark job can list: every replica's spec, upgrade and savepoint files
+    are hard links to its original's, under the replica's name (`<job>-r<k>`), so `fleet_ids --catalogue`
+    and `savepoint_scan --savepoints` (which list folders, as on a real cluster) see `times` as many jobs
+    without `times` as many bytes. Hard links keep the files' mtimes, so each job's latest savepoint is its
+    original's. Resumable: a finished fleet has `_linked`."""
+    source, root = Path(source).resolve(), Path(root)
+    if (root / "_linked").is_file():
+        return root
+    replicate_fleet(source, root, times)  # plan.csv and fleet.json under the replicas' names
+    jobs = json.loads((source / "fleet.json").read_text(encoding="utf-8"))
+    for k in range(times):
+        for j in jobs:
+            name = j["job"] if k == 0 else f"{j['job']}-r{k}"
+            for part in ("spec", "upgrade", "savepoint"):
+                original = source / j[part]
+                target = root / Path(j[part]).parent / Path(j[part]).name.replace(j["job"], name, 1)
+                files = [original] if original.is_file() else [f for f in original.rglob("*") if f.is_file()]
+                for f in files:
+                    dest = target / f.relative_to(original) if original.is_dir() else target
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    if not dest.exists():
+                        os.link(f, dest)
+    out = [{**j, **{part: str(Path(j[part]).parent / Path(j[part]).name.replace(j["job"], n, 1))
+                    for part in ("spec", "upgrade", "savepoint")}, "job": n}
+           for k in range(times) for j in jobs for n in [j["job"] if k == 0 else f"{j['job']}-r{k}"]]
+    (root / "fleet.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
+    (root / "_linked").write_text(str(len(out)))
+    return root
+
+
 def upload_fleet(client: Any, bucket: str, root: Path, prefix: str, parts: tuple[str, ...] = ("savepoints",)) -> int:
     """Copy the fleet's files below `parts` to `s3://bucket/prefix/...` (test helper); returns the count.
 
