@@ -106,6 +106,7 @@ fixtures: flink
 	$(VPY) -m flink_bridge.generate_savepoints --config-checks
 	$(VPY) -m flink_bridge.generate_restores
 	$(VPY) -m flink_bridge.generate_checkpoint_restores
+	$(VPY) -m flink_bridge.plan_versions
 
 clean:
 	rm -rf $(WORK)/venv $(WORK)/venv-airflow $(WORK)/jvm
