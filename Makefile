@@ -83,7 +83,7 @@ bench: flink $(AF_VENV)/.installed
 	$(VPY) -m bench.bench_keygroups
 	$(VPY) -m bench.bench_spark
 	$(VPY) -m bench.bench_spark --driver-memory 10000,100000
-	$(VPY) -m bench.bench_spark --only fleet --jobs 100000 --configs 2
+	$(VPY) -m bench.bench_spark --only fleet --jobs 100000 --configs 2,gate
 	$(VPY) -m bench.bench_cluster --jobs 1000
 	$(AF_PY) -m bench.bench_airflow_gate
 

@@ -9,7 +9,8 @@ go differ:
 * `spark://` (a master and two one-core workers, separate JVMs, `tests/spark_cluster.py`), `s3://` tables.
 
 `fleet_ids` and `savepoint_scan` run at once (as the `flink_fleet_scan` DAG runs them), then
-`fleet_check`. Wall times include each spark-submit's JVM start, as a DAG run sees them; the
+`fleet_check`; `local-gate` and `cluster-gate` run the same fleet through `fleet_gate` instead (one
+spark-submit, one pass, the same tables). Wall times include each spark-submit's JVM start, as a DAG run sees them; the
 progress lines each driver logged are counted, and each driver's peak memory is sampled from /proc
 (`bench.peak_memory`: VmHWM of the driver's JVM and Python process; on local[2] also the Python
 workers). Every job must get a verdict (no error row). Not a test: numbers go to docs/performance.md.
@@ -19,7 +20,7 @@ uploading a 100,000-job fleet (about 1.2 M objects) to the embedded S3 server ta
 scan itself. Tables still go to `s3://` (for `local` also to a local folder).
 
 Usage: python -m bench.bench_cluster [--jobs 2000] [--ops 50] [--local-fleet [--linked]]
-       [--configs local,local-s3,cluster]
+       [--configs local,local-s3,cluster,local-gate,cluster-gate]
 """
 
 from __future__ import annotations
@@ -78,6 +79,28 @@ def run_pipeline(submit: list[str], env: dict[str, str], fleet: str, out: str, c
             "cpu_s": {name: m.cpu_seconds() for name, m in memory.items()}}
 
 
+def run_one_pass(submit: list[str], env: dict[str, str], fleet: str, out: str, cwd: Path) -> dict[str, Any]:
+    """The same fleet through `fleet_gate` (one spark-submit, each spec and savepoint read once)."""
+    from bench.peak_memory import PeakMemory
+
+    t = time.perf_counter()
+    proc = subprocess.Popen([*submit, str(REPO / "spark_jobs" / "fleet_gate.py"), "--catalogue", f"{fleet}/upgrades",
+                             "--savepoints", f"{fleet}/savepoints", "--plan", f"{fleet}/plan.csv", "--output", out,
+                             "--overwrite"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            cwd=cwd)
+    memory = PeakMemory(proc.pid)
+    log = proc.communicate()[0]
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"fleet_gate failed:\n{log[-3000:]}")
+    total = time.perf_counter() - t
+    summary = json.loads(log.strip().splitlines()[-1])
+    if summary["errors"]:
+        raise SystemExit(f"{summary['errors']} jobs were not checked:\n{log[-3000:]}")
+    return {"total_s": round(total, 1), "verdicts": summary["verdicts"],
+            "progress_lines": len(re.findall(r" jobs \([\d.]+ %\), [\d.]+ jobs/s", log)),
+            "peak_mb": memory.stop(), "cpu_s": memory.cpu_seconds()}
+
+
 def _on_cluster(cluster: Any, run: Any) -> dict[str, Any]:
     """`run()` plus the executors' CPU-seconds and peak memory (the trees below the worker daemons)."""
     from bench.peak_memory import PeakMemory
@@ -97,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--linked", action="store_true",
                     help="more than 10,000 jobs: the 10,000-job fleet's files hard-linked under replica names "
                          "(bench.fleet.link_fleet), with --local-fleet")
-    ap.add_argument("--configs", default="local,local-s3,cluster",
-                    help="which of local (local[2], local tables), local-s3, cluster to run")
+    ap.add_argument("--configs", default="local,local-s3,cluster,local-gate,cluster-gate",
+                    help="which of local (local[2], local tables), local-s3, cluster, and the same fleet through "
+                         "fleet_gate's one pass: local-gate, cluster-gate")
     args = ap.parse_args(argv)
     configs = set(args.configs.split(","))
 
@@ -145,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
                         lambda: _on_cluster(cluster, lambda: run_pipeline(
                             cluster.submit_command(), cluster.env, fleet, f"s3://{BUCKET}/cluster", work,
                             ["--conf", "spark.cores.max=1"]))),
+            "local-gate": ("local[2], local tables, fleet_gate (one pass)",
+                           lambda: run_one_pass(submit_local, cluster.env, fleet, str(work / "gate"), work)),
+            "cluster-gate": ("spark:// 2 workers x 1 core, s3:// tables, fleet_gate (one pass)",
+                             lambda: _on_cluster(cluster, lambda: run_one_pass(
+                                 cluster.submit_command(), cluster.env, fleet, f"s3://{BUCKET}/gate", work))),
         }
         results = {}
         for key, (name, run) in runs.items():

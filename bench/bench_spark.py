@@ -5,6 +5,10 @@
   default 10,000 jobs x 50 operators, v4/v6 savepoints, one upgrade each). Goal (docs/performance.md):
   < 60 s on `local[2]`. The fleet's files are read once before each run: this VM's kernel
   reclaims page cache eagerly, and a cold cache would otherwise decide who wins.
+* fleet in one pass (`gate`): the same fleet through `fleet_gate` on `local[2]`, which reads each spec and
+  savepoint once and writes the same three tables; printed with its ratio to the three jobs' run of the same
+  session. Above 10,000 jobs it runs on the 10,000-job fleet hard-linked under replica names
+  (`bench.fleet.link_fleet`), since it lists folders.
 * key_alignment: 100 M int keys and 10 M string keys (Parquet, `bench.key_samples`, with planted
   misplacements), checked with the same vectorised core in one process (pyarrow + NumPy, one
   thread) and by the Spark job.
@@ -21,7 +25,7 @@ Python process and of its JVM, sampled from /proc) and the cost per job.
 
 Usage: python -m bench.bench_spark [--jobs 10000] [--ops 50] [--int-keys 100000000]
                                    [--string-keys 10000000] [--quick]
-       python -m bench.bench_spark --only fleet --jobs 100000 --configs 2   (the scale run: local[2] only)
+       python -m bench.bench_spark --only fleet --jobs 100000 --configs 2,gate   (the scale run: local[2] only)
 """
 
 from __future__ import annotations
@@ -173,13 +177,31 @@ def spark_worker(kind: str, cores: int, arg: str, key_type: str | None) -> dict[
     conf = {"spark.driver.memory": DRIVER_MEMORY, "spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
             **json.loads(os.environ.get("BENCH_SPARK_CONF") or "{}")}  # e.g. to try a setting
     spark = common.build_session(f"bench-{kind}", f"local[{cores}]", extra_conf=conf,
-                                 python_bound=kind == "fleet")  # as the fleet jobs' CLIs start theirs
+                                 python_bound=kind in ("fleet", "gate"))  # as the fleet jobs' CLIs start theirs
     spark.range(1).count()
     startup = time.perf_counter() - t0
     out = BENCH_DIR / "out" / f"{kind}-{key_type or ''}-{cores}"
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    if kind == "fleet":
+    if kind == "gate":  # the same fleet through fleet_gate: one pass, each spec and savepoint read once
+        from bench.peak_memory import PeakMemory
+        from spark_jobs import fleet_gate
+
+        root = Path(arg)
+        cpu = PeakMemory(os.getpid())
+        cpu.sample()
+        start_cpu = cpu.cpu_seconds()
+        summary = fleet_gate.run_gate(spark, str(root / "upgrades"), str(root / "savepoints"), str(out / "gate"),
+                                      plan=str(root / "plan.csv"), partitions=4 * cores, progress_interval=30)
+        total = time.perf_counter() - t
+        cpu.sample()
+        used = {k: round(v - start_cpu.get(k, 0.0), 1) for k, v in cpu.cpu_seconds().items()}
+        cpu.stop()
+        result = {"seconds": total, "verdicts": summary["verdicts"], "errors": summary["errors"],
+                  "unchecked": summary["unchecked_jobs"][:3], "rows": summary["rows"],
+                  "unread_state": unread_state(str(out / "gate" / "verdicts")), "timings": summary["timings"],
+                  "phase_cpu_s": {"one_pass": used}}
+    elif kind == "fleet":
         root = Path(arg)
         partitions = 4 * cores
 
@@ -396,8 +418,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--string-keys", type=int, default=10_000_000)
     ap.add_argument("--quick", action="store_true", help="1,000 jobs, 10 M int keys, 1 M string keys")
     ap.add_argument("--only", choices=("fleet", "keys"), default=None)
-    ap.add_argument("--configs", default="core,1,2",
-                    help="fleet runs to make: core (single process), 1 and/or 2 (local[n]); e.g. 2 for the scale run")
+    ap.add_argument("--configs", default="core,1,2,gate",
+                    help="fleet runs to make: core (single process), 1 and/or 2 (the three jobs on local[n]), gate "
+                         "(fleet_gate's one pass on local[2]); e.g. 2,gate for the scale run")
     ap.add_argument("--driver-memory", default=None, metavar="N,N",
                     help="only fleet_check's driver work (pairing, summary) on tables of N jobs, before and now")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -422,12 +445,32 @@ def main(argv: list[str] | None = None) -> int:
     lines = []
     if args.only in (None, "fleet"):
         configs = set(args.configs.split(","))
-        root = fleet_input(args.jobs, args.ops)
+        root = fleet_input(args.jobs, args.ops) if configs & {"core", "1", "2"} else None
         runs: dict[str, dict[str, Any]] = {}
         if "core" in configs:
             warm(root)
             runs["core"] = core_fleet(root)
             assert "ERROR" not in runs["core"]["verdicts"], runs["core"]["verdicts"]
+        if "gate" in configs:  # fleet_gate (one pass) on local[2]; lists folders, so a larger fleet is linked
+            if args.jobs > GENERATED_AT_MOST:
+                from bench.fleet import link_fleet
+
+                gate_root = link_fleet(fleet_input(GENERATED_AT_MOST, args.ops),
+                                       BENCH_DIR / f"fleet-{args.jobs}x{args.ops}-linked",
+                                       args.jobs // GENERATED_AT_MOST)
+            else:
+                gate_root = fleet_input(args.jobs, args.ops)
+            warm(gate_root)
+            r = runs["gate local[2]"] = run_spark("gate", 2, str(gate_root))
+            check_fleet_result(r, args.jobs)
+            print(f"fleet {args.jobs} jobs through fleet_gate (one pass) on local[2]: {r['seconds']:.1f} s "
+                  f"({1000 * r['seconds'] / args.jobs:.2f} ms/job; session start {r['startup_seconds']:.0f} s); "
+                  f"timings {r['timings']}; driver peak MiB {r['peak_mb']}; CPU-s {r['cpu_s']}; rows {r['rows']}; "
+                  f"verdicts {r['verdicts']}", file=sys.stderr, flush=True)
+            used = r["phase_cpu_s"]["one_pass"]
+            print(f"  one pass: CPU-s {used}; Python workers {1000 * used.get('python_workers', 0) / args.jobs:.2f} "
+                  f"ms/job, all processes {1000 * sum(used.values()) / args.jobs:.2f} ms/job", file=sys.stderr,
+                  flush=True)
         for cores in (1, 2):
             if str(cores) in configs:
                 warm(root)
@@ -444,6 +487,12 @@ def main(argv: list[str] | None = None) -> int:
                     workers = 1000 * used.get("python_workers", 0) / args.jobs
                     print(f"  {phase}: CPU-s {used}; Python workers {workers:.2f} ms/job, all processes "
                           f"{1000 * sum(used.values()) / args.jobs:.2f} ms/job", file=sys.stderr, flush=True)
+        if {"gate local[2]", "local[2]"} <= runs.keys():
+            one, three = runs["gate local[2]"], runs["local[2]"]
+            print(f"one pass / three jobs on local[2], same session: wall {one['seconds']:.1f} / "
+                  f"{three['seconds']:.1f} s = {one['seconds'] / three['seconds']:.2f}; CPU-s "
+                  f"{sum(one['cpu_s'].values()):.1f} / {sum(three['cpu_s'].values()):.1f} = "
+                  f"{sum(one['cpu_s'].values()) / sum(three['cpu_s'].values()):.2f}", file=sys.stderr, flush=True)
         names = {k for r in runs.values() for k in r["verdicts"]}
         verdicts = [{k: r["verdicts"].get(k, 0) for k in names} for r in runs.values()]
         assert all(v == verdicts[0] for v in verdicts), {k: r["verdicts"] for k, r in runs.items()}

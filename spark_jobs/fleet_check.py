@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from hashing.readers import LoadedGraph
+    from upgrade_gate.flink.metadata.model import CheckpointMetadata
+
 JOB = "fleet_check"
 SCHEMA_DDL = (
     "job string, spec string, metadata string, hasher string, matching string, allow_non_restored_state boolean, "
@@ -66,6 +69,14 @@ def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non
     # exactly as the CLI and the Airflow gate do
     graph = parse_graph(load_spec(spec, client), spec)
     old = parse_graph(load_spec(old_spec, client), old_spec) if old_spec else None
+    return check_parsed(savepoint, graph, hasher=hasher, matching=matching,
+                        allow_non_restored_state=allow_non_restored_state, flink_version=flink_version, old=old)
+
+
+def check_parsed(savepoint: CheckpointMetadata, graph: LoadedGraph, *, hasher: str, matching: str,
+                 allow_non_restored_state: bool, flink_version: str | None,
+                 old: LoadedGraph | None = None) -> dict[str, Any]:
+    """`check_job` of a savepoint and graph already read (`fleet_gate` reads each once for its three tables)."""
     result = check_upgrade(savepoint, graph, hasher=hasher, matching=matching,
                            allow_non_restored_state=allow_non_restored_state, flink_version=flink_version,
                            old_graph=old, rescale_detail=False, with_migration=False).to_json()
@@ -234,7 +245,7 @@ def run_check(spark: SparkSession, ids_table: str, scan_table: str, output: str,
     manifests, when they have one), pairing the inputs, the checks, and the summary itself."""
     log = common.get_logger(JOB)
     started = time.perf_counter()
-    staged = _staging_folder(output)
+    staged = staging_folder(output)
     try:
         tasks = common.default_partitions(spark, partitions, 1 << 30)
         total, parts = fleet_inputs.stage_inputs(fleet_inputs.iter_inputs(
@@ -247,7 +258,7 @@ def run_check(spark: SparkSession, ids_table: str, scan_table: str, output: str,
         fleet_inputs.remove_staged(staged)
 
 
-def _staging_folder(output: str) -> str:
+def staging_folder(output: str) -> str:
     """Beside the output, never inside it: the inputs are not part of what the check writes."""
     loc = common.parse_location(output)
     name = f".{loc.path.rstrip('/').rsplit('/', 1)[-1]}.inputs-{uuid.uuid4().hex[:12]}"
@@ -296,6 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--old-ids", default=None,
                    help="fleet_ids output of the graphs running today (optional): lets the simulator tell misrouted "
                         "state (STATE_MISROUTED) from lost state")
+    add_check_options(p)
+    common.add_spark_arguments(p, "folder for verdicts/ and summary.json (atomic)")
+    return p
+
+
+def add_check_options(p: argparse.ArgumentParser) -> None:
+    """The per-job options of a check (a plan, else these flags), shared with `fleet_gate`."""
     p.add_argument("--plan", default=None,
                    help="per-job options (CSV/JSON/Parquet): job[, hasher, matching, allow_non_restored_state, "
                         "flink_version]; missing values fall back to the flags below")
@@ -304,23 +322,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-non-restored-state", action="store_true")
     p.add_argument("--flink-version", default=None, help="Flink version that will run the new jobs (default 2.3)")
     p.add_argument("--worst", type=int, default=DEFAULT_WORST, help="how many worst jobs the summary lists")
-    common.add_spark_arguments(p, "folder for verdicts/ and summary.json (atomic)")
-    return p
+
+
+def check_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`add_check_options`' values, plus the Spark arguments, as `run_check` / `run_gate` keywords."""
+    return {"plan": args.plan, "hasher": args.hasher, "matching": args.matching,
+            "allow_non_restored_state": args.allow_non_restored_state, "flink_version": args.flink_version,
+            "partitions": args.partitions, "worst": args.worst, "overwrite": args.overwrite,
+            "progress_interval": args.progress_interval}
+
+
+def report(log: Any, summary: dict[str, Any], started: float) -> int:
+    """The closing log line, the one-line JSON a caller parses (the last line of stdout), the exit code."""
+    log.info("%d jobs: %s, %d unchecked; %d bytes at risk; gate %s (%.1f s)", summary["jobs"], summary["verdicts"],
+             summary["errors"], summary["bytes_at_risk"], summary["gate"], time.perf_counter() - started)
+    print(json.dumps({k: summary[k] for k in ("gate", "jobs", "verdicts", "errors", "bytes_at_risk")}))
+    return 0 if summary["gate"] == "PASS" else 1
 
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     log, spark = common.start(JOB, args.master, python_bound=True)
     t = time.perf_counter()
-    summary = run_check(spark, args.ids, args.scan, args.output, plan=args.plan, old_ids_table=args.old_ids,
-                        hasher=args.hasher,
-                        matching=args.matching, allow_non_restored_state=args.allow_non_restored_state,
-                        flink_version=args.flink_version, partitions=args.partitions, worst=args.worst,
-                        overwrite=args.overwrite, progress_interval=args.progress_interval)
-    log.info("%d jobs: %s, %d unchecked; %d bytes at risk; gate %s (%.1f s)", summary["jobs"], summary["verdicts"],
-             summary["errors"], summary["bytes_at_risk"], summary["gate"], time.perf_counter() - t)
-    print(json.dumps({k: summary[k] for k in ("gate", "jobs", "verdicts", "errors", "bytes_at_risk")}))
-    return 0 if summary["gate"] == "PASS" else 1
+    summary = run_check(spark, args.ids, args.scan, args.output, old_ids_table=args.old_ids, **check_options(args))
+    return report(log, summary, t)
 
 
 def main(argv: list[str] | None = None) -> int:

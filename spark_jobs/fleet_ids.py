@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from hashing.graph import StreamGraph
+
 JOB = "fleet_ids"
 SPEC_SUFFIXES = (".json", ".yaml", ".yml")
 SCHEMA_DDL = (
@@ -74,11 +76,17 @@ def load_spec(path: str, client: Any | None = None) -> Any:
 
 def node_rows(job: str, spec_path: str, doc: Any, flink_version: str | None) -> list[dict[str, Any]]:
     """The table rows of one job: the core's V2 and V3 `OperatorIDPair`s and chains, flattened."""
-    from hashing.migration import v2_to_v3
-    from hashing.operator_ids import compute_operator_ids
     from hashing.readers import parse_graph
 
-    graph = parse_graph(doc, spec_path).graph
+    return graph_rows(job, spec_path, parse_graph(doc, spec_path).graph, flink_version)
+
+
+def graph_rows(job: str, spec_path: str, graph: StreamGraph, flink_version: str | None) -> list[dict[str, Any]]:
+    """`node_rows` of a graph already built (`fleet_gate` builds it once for the rows and the check; the ids
+    are cached on the graph, so the check's hasher reuses them)."""
+    from hashing.migration import v2_to_v3
+    from hashing.operator_ids import compute_operator_ids
+
     v2 = compute_operator_ids(graph, "v2", flink_version)
     v3 = compute_operator_ids(graph, "v3", flink_version)
     migration = {row.node_id: row for row in v2_to_v3(graph, flink_version)}

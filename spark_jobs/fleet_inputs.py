@@ -166,6 +166,13 @@ class JobIndex:
                f"WHEN excluded.{error} IS NULL THEN {error} ELSE MAX({error}, excluded.{error}) END")
         self._batched(sql, _reduced(table, column))
 
+    def add_listing(self, rows: Iterable[tuple[str, str]], side: str) -> None:
+        """Merge (job, path) rows listed in the driver (`fleet_gate`'s catalogue and savepoint root) into `side`;
+        a job listed twice keeps its first path."""
+        value, _ = _SIDES[side]
+        self._batched(f"INSERT INTO jobs (job, {value}) VALUES (?, ?) ON CONFLICT (job) DO UPDATE SET "
+                      f"{value} = COALESCE({value}, excluded.{value})", rows)
+
     def add_plan(self, path: str) -> None:
         """The plan's options per job; only for jobs of the input tables (as a dictionary lookup would)."""
         self.db.execute("CREATE TABLE plan (job TEXT PRIMARY KEY, planned TEXT) WITHOUT ROWID")
@@ -243,11 +250,38 @@ def iter_inputs(spark: SparkSession | None, ids_table: str, scan_table: str, *, 
                    **{k: _option(k, options.get(k), v) for k, v in defaults.items()}, "input_error": error}
 
 
+LISTED_DDL = ("job string, spec string, savepoint string, old_spec string, hasher string, matching string, "
+              "allow_non_restored_state boolean, flink_version string")
+
+
+def iter_listed(specs: Iterable[tuple[str, str]], savepoints: Iterable[tuple[str, str]], *,
+                old_specs: Iterable[tuple[str, str]] | None = None, plan: str | None = None, hasher: str = "v2",
+                matching: str = "fixed", allow_non_restored_state: bool = False, flink_version: str | None = None
+                ) -> Iterator[dict[str, Any]]:
+    """`fleet_gate`'s inputs (`LISTED_DDL`): every job listed anywhere (its spec or savepoint prefix may be None:
+    the job then still gets its ids or scan rows, and a verdict row saying what is missing), paired on disk
+    (`JobIndex`), in job-name order, with the plan's options applied as `iter_inputs` applies them."""
+    defaults = {"hasher": hasher, "matching": matching, "allow_non_restored_state": allow_non_restored_state,
+                "flink_version": flink_version}
+    with JobIndex() as index:
+        index.add_listing(specs, "spec")
+        index.add_listing(savepoints, "metadata")
+        if old_specs is not None:
+            index.add_listing(old_specs, "old_spec")
+        if plan:
+            index.add_plan(plan)
+        for job, spec, _, savepoint, _, old_spec, planned in index.jobs():
+            options = json.loads(planned) if planned else {}
+            yield {"job": job, "spec": spec, "savepoint": savepoint, "old_spec": old_spec,
+                   **{k: _option(k, options.get(k), v) for k, v in defaults.items()}}
+
+
 # ---- the check's tasks read their inputs themselves ----------------------------------------
 STAGE_BATCH = 2_048
 
 
-def stage_inputs(rows: Iterable[dict[str, Any]], folder: str, tasks: int) -> tuple[int, list[str]]:
+def stage_inputs(rows: Iterable[dict[str, Any]], folder: str, tasks: int, ddl: str = INPUT_DDL
+                 ) -> tuple[int, list[str]]:
     """Deal the paired rows out to `tasks` Parquet parts under `folder` (local, or `s3://` through
     pyarrow's S3 filesystem) and return (rows, part names): every `tasks`-th row in the same part, as
     `common.spread` dealt them, so rows next to each other by name (one team's jobs, alike in cost) are
@@ -263,7 +297,7 @@ def stage_inputs(rows: Iterable[dict[str, Any]], folder: str, tasks: int) -> tup
     base = f"{loc.bucket}/{loc.path.rstrip('/')}" if loc.scheme == "s3" else loc.path
     if fs is None:
         os.makedirs(base, exist_ok=True)
-    schema = common.arrow_schema(INPUT_DDL)
+    schema = common.arrow_schema(ddl)
     run = uuid.uuid4().hex[:8]
     names = [f"inputs-{k:05d}-{run}.parquet" for k in range(max(1, tasks))]
     writers: list[Any] = [None] * len(names)

@@ -32,6 +32,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from pyarrow.fs import S3FileSystem
     from pyspark.sql import DataFrame
 
-MANIFEST_DDL = "part string, rows long"
+MANIFEST_DDL = "tag string, part string, rows long"
 MANIFEST = "_manifest.json"
 MANIFEST_FORMAT = "upgrade-gate-parquet-manifest/1"
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
@@ -61,20 +62,42 @@ class ArrowRows:
     def frame(self) -> DataFrame:
         return self.inputs.mapInArrow(self.fn, common.spark_schema(self.ddl))
 
+    def tagged(self) -> TaggedRows:
+        fn = self.fn
+        return TaggedRows(self.inputs, lambda it: (("", b) for b in fn(it)), {"": self.ddl})
 
-def direct_write_possible(rows: ArrowRows, target: str) -> bool:
+
+@dataclass(frozen=True)
+class TaggedRows:
+    """Rows for several tables from one pass over the inputs: `fn` yields (tag, batch), each tag one table
+    (`ddls[tag]` its schema). `fleet_gate` makes its node, operator and verdict rows from one read of each
+    job's spec and savepoint, so the tasks write three tables at once (`write_tables`)."""
+
+    inputs: DataFrame
+    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[tuple[str, pa.RecordBatch]]]
+    ddls: dict[str, str]
+
+
+def direct_write_possible(rows: ArrowRows | TaggedRows, target: str) -> bool:
     """Workers write the parts to `s3://` from any master, and to local files on a local master."""
-    scheme = common.parse_location(target).scheme
-    return scheme == "s3" or rows.inputs.sparkSession.sparkContext.master.startswith("local")
+    return workers_can_write(rows.inputs.sparkSession, target)
+
+
+def workers_can_write(spark: Any, target: str) -> bool:
+    return common.parse_location(target).scheme == "s3" or spark.sparkContext.master.startswith("local")
+
+
+def require_workers_can_write(spark: Any, target: str) -> None:
+    """A job that only writes through its workers (`write_tables`) checks this before any work."""
+    if not workers_can_write(spark, target):
+        raise common.JobError(f"{target}: a cluster's workers cannot write to a local folder of the driver; "
+                              "give an s3:// output (or run on a local master)")
 
 
 def write_table(rows: ArrowRows | DataFrame, target: str, *, overwrite: bool = False) -> int | None:
     """Write a Parquet table at `target` atomically; returns the row count when the workers wrote it."""
     if isinstance(rows, ArrowRows) and direct_write_possible(rows, target):
-        loc = common.parse_location(target)
-        if loc.scheme == "s3":
-            return _write_s3(rows, loc, overwrite)
-        return _write_direct(rows, target, overwrite)
+        return write_tables(rows.tagged(), {"": target}, overwrite=overwrite)[""]
     if common.parse_location(target).scheme == "s3":
         raise common.JobError(f"{target}: only tables the workers write can go to s3:// (no s3a connector)")
     frame = rows.frame() if isinstance(rows, ArrowRows) else rows
@@ -82,28 +105,48 @@ def write_table(rows: ArrowRows | DataFrame, target: str, *, overwrite: bool = F
     return None
 
 
-def _write_direct(rows: ArrowRows, target: str, overwrite: bool) -> int:
+def write_tables(rows: TaggedRows, targets: dict[str, str], *, overwrite: bool = False) -> dict[str, int]:
+    """Write one Parquet table per tag at `targets[tag]`, each atomically, from one pass of the tasks; returns
+    the row count per tag. Every target must be one the workers can write (`direct_write_possible`)."""
+    schemes = {common.parse_location(t).scheme for t in targets.values()}
+    if set(targets) != set(rows.ddls) or len(schemes) != 1:
+        raise ValueError(f"write_tables: one target per tag, all local or all s3:// (got {targets})")
+    for target in targets.values():
+        require_workers_can_write(rows.inputs.sparkSession, target)
+    if schemes == {"s3"}:
+        return _write_s3(rows, {tag: common.parse_location(t) for tag, t in targets.items()}, overwrite)
+    return _write_direct(rows, targets, overwrite)
+
+
+def _write_direct(rows: TaggedRows, targets: dict[str, str], overwrite: bool) -> dict[str, int]:
     import pyarrow.parquet as pq
 
-    schema = common.arrow_schema(rows.ddl)
     fn = rows.fn
     started = time.perf_counter()
-    with common.atomic_output(target, overwrite=overwrite) as tmp:
-        folder = Path(tmp)
-        folder.mkdir()
-        manifest = rows.inputs.mapInArrow(lambda batches: write_part(fn(batches), str(folder)),
+    with ExitStack() as stack:
+        folders = {tag: Path(stack.enter_context(common.atomic_output(t, overwrite=overwrite)))
+                   for tag, t in targets.items()}
+        for folder in folders.values():
+            folder.mkdir()
+        where = {tag: str(f) for tag, f in folders.items()}
+        manifest = rows.inputs.mapInArrow(lambda batches: write_parts(fn(batches), where),
                                           common.spark_schema(MANIFEST_DDL)).collect()
-        kept = {r["part"] for r in manifest if r["part"]}
-        for path in folder.iterdir():  # parts of failed or repeated attempts: not in the manifest
-            if path.name not in kept:
-                path.unlink()
-        if not kept:  # an empty table still carries its schema, as Spark's writer leaves it
-            kept = {"part-00000-empty.snappy.parquet"}
-            pq.write_table(schema.empty_table(), folder / "part-00000-empty.snappy.parquet")
-        total = sum(r["rows"] for r in manifest)
-        (folder / MANIFEST).write_text(json.dumps(_manifest(rows.ddl, total, sorted(kept), started), indent=1))
-        (folder / "_SUCCESS").write_bytes(b"")
-    return total
+        totals = {}
+        for tag, folder in folders.items():
+            mine = [r for r in manifest if r["tag"] == tag]
+            kept = {r["part"] for r in mine if r["part"]}
+            for path in folder.iterdir():  # parts of failed or repeated attempts: not in the manifest
+                if path.name not in kept:
+                    path.unlink()
+            if not kept:  # an empty table still carries its schema, as Spark's writer leaves it
+                kept = {"part-00000-empty.snappy.parquet"}
+                pq.write_table(common.arrow_schema(rows.ddls[tag]).empty_table(),
+                               folder / "part-00000-empty.snappy.parquet")
+            totals[tag] = sum(r["rows"] for r in mine)
+            (folder / MANIFEST).write_text(
+                json.dumps(_manifest(rows.ddls[tag], totals[tag], sorted(kept), started), indent=1))
+            (folder / "_SUCCESS").write_bytes(b"")
+    return totals
 
 
 def _manifest(ddl: str, total: int, parts: list[str], started: float) -> dict[str, Any]:
@@ -161,48 +204,60 @@ def delete_keys(client: Any, bucket: str, keys: list[str]) -> None:
                                                      "Quiet": True})
 
 
-def _write_s3(rows: ArrowRows, loc: common.Location, overwrite: bool) -> int:
+def _write_s3(rows: TaggedRows, locs: dict[str, common.Location], overwrite: bool) -> dict[str, int]:
+    """Each table commits by one PUT of its manifest; until then readers see its previous manifest. A failed
+    run deletes its own parts of every table (tables already committed by it stay, each whole)."""
     import pyarrow.parquet as pq
 
     client = common.s3_client()
-    table = loc.path.rstrip("/")
-    if not table:
-        raise common.JobError(f"{loc.uri}: a table needs a prefix below the bucket")
-    existing = list_keys(client, loc.bucket, table + "/")
-    if existing and not overwrite:
-        raise common.JobError(f"{loc.uri}: already exists (pass --overwrite to replace it)")
+    tables = {tag: loc.path.rstrip("/") for tag, loc in locs.items()}
+    for tag, table in tables.items():
+        if not table:
+            raise common.JobError(f"{locs[tag].uri}: a table needs a prefix below the bucket")
+        if not overwrite and list_keys(client, locs[tag].bucket, table + "/"):
+            raise common.JobError(f"{locs[tag].uri}: already exists (pass --overwrite to replace it)")
     started = time.perf_counter()
     run = f"run-{uuid.uuid4().hex[:16]}"
-    folder = f"{loc.bucket}/{table}/{run}"
+    folders = {tag: f"{locs[tag].bucket}/{table}/{run}" for tag, table in tables.items()}
     fn = rows.fn
+    committed: dict[str, list[str]] = {}
+    totals: dict[str, int] = {}
     try:
-        manifest = rows.inputs.mapInArrow(lambda batches: write_part(fn(batches), folder, s3=True),
+        manifest = rows.inputs.mapInArrow(lambda batches: write_parts(fn(batches), folders, s3=True),
                                           common.spark_schema(MANIFEST_DDL)).collect()
-        parts = sorted(f"{run}/{r['part']}" for r in manifest if r["part"])
-        if not parts:  # an empty table still carries its schema
-            fs = s3_filesystem()
-            with fs.open_output_stream(f"{folder}/part-00000-empty.snappy.parquet") as out:
-                pq.write_table(common.arrow_schema(rows.ddl).empty_table(), out)
-            parts = [f"{run}/part-00000-empty.snappy.parquet"]
-        total = sum(r["rows"] for r in manifest)
-        doc = _manifest(rows.ddl, total, parts, started)
-        # the commit point: one PUT replaces the manifest readers follow
-        client.put_object(Bucket=loc.bucket, Key=f"{table}/{MANIFEST}", Body=json.dumps(doc, indent=1).encode(),
-                          ContentType="application/json")
+        for tag, table in tables.items():
+            mine = [r for r in manifest if r["tag"] == tag]
+            parts = sorted(f"{run}/{r['part']}" for r in mine if r["part"])
+            if not parts:  # an empty table still carries its schema
+                with s3_filesystem().open_output_stream(f"{folders[tag]}/part-00000-empty.snappy.parquet") as out:
+                    pq.write_table(common.arrow_schema(rows.ddls[tag]).empty_table(), out)
+                parts = [f"{run}/part-00000-empty.snappy.parquet"]
+            totals[tag] = sum(r["rows"] for r in mine)
+            doc = _manifest(rows.ddls[tag], totals[tag], parts, started)
+            # the commit point: one PUT replaces the manifest readers follow
+            client.put_object(Bucket=locs[tag].bucket, Key=f"{table}/{MANIFEST}",
+                              Body=json.dumps(doc, indent=1).encode(), ContentType="application/json")
+            committed[tag] = parts
     except BaseException:
-        delete_keys(client, loc.bucket, list_keys(client, loc.bucket, f"{table}/{run}/"))
+        for tag, table in tables.items():
+            if tag not in committed:
+                delete_keys(client, locs[tag].bucket, list_keys(client, locs[tag].bucket, f"{table}/{run}/"))
         raise
-    client.put_object(Bucket=loc.bucket, Key=f"{table}/_SUCCESS", Body=b"")
-    keep = {f"{table}/{p}" for p in parts} | {f"{table}/{MANIFEST}", f"{table}/_SUCCESS"}
-    # older runs, failed or repeated attempts, anything else: nothing a reader of the manifest needs
-    delete_keys(client, loc.bucket, [k for k in list_keys(client, loc.bucket, table + "/") if k not in keep])
-    return total
+    for tag, table in tables.items():
+        bucket = locs[tag].bucket
+        client.put_object(Bucket=bucket, Key=f"{table}/_SUCCESS", Body=b"")
+        keep = {f"{table}/{p}" for p in committed[tag]} | {f"{table}/{MANIFEST}", f"{table}/_SUCCESS"}
+        # older runs, failed or repeated attempts, anything else: nothing a reader of the manifest needs
+        delete_keys(client, bucket, [k for k in list_keys(client, bucket, table + "/") if k not in keep])
+    return totals
 
 
-def write_part(batches: Iterator[pa.RecordBatch], folder: str, *, s3: bool = False) -> Iterator[pa.RecordBatch]:
-    """Executor side: this task's batches into one part file named by partition and attempt.
+def write_parts(batches: Iterator[tuple[str, pa.RecordBatch]], folders: dict[str, str], *, s3: bool = False
+                ) -> Iterator[pa.RecordBatch]:
+    """Executor side: this task's batches into one part file per tag, named by partition and attempt; yields
+    the manifest rows (tag, part, rows).
 
-    `folder` is a local path, or `bucket/prefix` with `s3=True` (pyarrow's S3 filesystem)."""
+    `folders[tag]` is a local path, or `bucket/prefix` with `s3=True` (pyarrow's S3 filesystem)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark import TaskContext
@@ -210,20 +265,22 @@ def write_part(batches: Iterator[pa.RecordBatch], folder: str, *, s3: bool = Fal
     ctx: Any = TaskContext.get()
     name = f"part-{ctx.partitionId():05d}-{ctx.attemptNumber()}-{uuid.uuid4().hex[:8]}.snappy.parquet"
     fs = s3_filesystem() if s3 else None
-    writer = None
-    count = 0
+    writers: dict[str, Any] = {}
+    counts = dict.fromkeys(folders, 0)
     try:
-        for batch in batches:
+        for tag, batch in batches:
+            writer = writers.get(tag)
             if writer is None:
-                where = f"{folder}/{name}" if s3 else str(Path(folder) / name)
-                writer = pq.ParquetWriter(where, batch.schema, compression="snappy", filesystem=fs)
+                where = f"{folders[tag]}/{name}" if s3 else str(Path(folders[tag]) / name)
+                writer = writers[tag] = pq.ParquetWriter(where, batch.schema, compression="snappy", filesystem=fs)
             writer.write_batch(batch)
-            count += batch.num_rows
+            counts[tag] += batch.num_rows
     finally:
-        if writer is not None:
+        for writer in writers.values():
             writer.close()
-    yield pa.RecordBatch.from_pydict({"part": [name if writer is not None else None], "rows": [count]},
-                                     schema=common.arrow_schema(MANIFEST_DDL))
+    tags = list(folders)
+    yield pa.RecordBatch.from_pydict({"tag": tags, "part": [name if t in writers else None for t in tags],
+                                      "rows": [counts[t] for t in tags]}, schema=common.arrow_schema(MANIFEST_DDL))
 
 
 # ---- reading ------------------------------------------------------------------------------

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from upgrade_gate.flink.metadata.model import CheckpointMetadata
+
 JOB = "savepoint_scan"
 SCHEMA_DDL = (
     "job string, savepoint string, metadata string, metadata_version int, checkpoint_id long, "
@@ -85,13 +87,19 @@ def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str
     Reads the parsed model directly rather than the `inspect` JSON: a fleet scan does this for
     every operator of thousands of jobs, and the dict-of-lists view cost more than the parse."""
     from upgrade_gate.flink.metadata import parse_metadata
-    from upgrade_gate.flink.metadata.json_view import properties_json
     from upgrade_gate.storage.savepoints import read_metadata_blob
 
     blob = read_metadata_blob(savepoint, client=client, job_folder=True)  # each row names one job's savepoints
-    meta = parse_metadata(blob.data, blob.source, blob.base_dir)
+    return metadata_rows(job, savepoint, blob.source, parse_metadata(blob.data, blob.source, blob.base_dir))
+
+
+def metadata_rows(job: str, savepoint: str, source: str, meta: CheckpointMetadata) -> list[dict[str, Any]]:
+    """`operator_rows` of a `_metadata` already parsed (`source`: where it was read; `fleet_gate` parses it
+    once for these rows and the check)."""
+    from upgrade_gate.flink.metadata.json_view import properties_json
+
     props = properties_json(meta.properties) or {}
-    head = {"job": job, "savepoint": savepoint, "metadata": blob.source, "metadata_version": meta.version,
+    head = {"job": job, "savepoint": savepoint, "metadata": source, "metadata_version": meta.version,
             "checkpoint_id": meta.checkpoint_id, "snapshot_type": props.get("type"),
             "snapshot_format": props.get("format"), "error": None}
     rows = []

@@ -21,7 +21,7 @@ import pytest
 
 from bench.fleet import generate_fleet, upload_fleet
 from bench.key_samples import write_sample
-from spark_jobs import fleet_check, fleet_ids, key_alignment, savepoint_scan
+from spark_jobs import fleet_check, fleet_gate, fleet_ids, key_alignment, savepoint_scan
 from spark_jobs.parquet_output import read_table, write_table
 from tests.spark_cluster import SparkCluster, spark_cluster  # noqa: F401  (fixture)
 from tests.spark_support import SparkEnv, spark, spark_env  # noqa: F401  (fixtures)
@@ -157,3 +157,46 @@ def test_key_alignment_on_a_two_worker_cluster_equals_local_mode(spark_cluster: 
     # both workers ran executors of this application
     newest = {w: max(p.name for p in (spark_cluster.logs / w).glob("app-*")) for w in ("worker-0", "worker-1")}
     assert len(set(newest.values())) == 1, newest
+
+
+@pytest.mark.timeout(1800)  # two spark-submits and a local run; about a minute on a quiet machine
+def test_fleet_gate_on_a_two_worker_cluster_equals_local_mode(spark_cluster: SparkCluster, spark_env,  # noqa: F811
+                                                              spark, s3_fleet, tmp_path, monkeypatch) -> None:  # noqa: F811
+    """The one-pass job (`fleet_gate`) through `spark-submit --master spark://...`: S3 in, three S3 tables out,
+    the same rows as the same job in local mode; a local output folder is refused (exit 2, one line)."""
+    for k, v in spark_env.aws_env.items():
+        monkeypatch.setenv(k, v)
+    out = f"s3://{BUCKET}/gate"
+    args = ("--catalogue", f"{s3_fleet}/upgrades", "--savepoints", f"{s3_fleet}/savepoints",
+            "--plan", f"{s3_fleet}/plan.csv", "--partitions", "4", "--progress-interval", "1")
+
+    def submit(output: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*spark_cluster.submit_command({"spark.cores.max": "2"}),
+                               str(REPO / "spark_jobs" / "fleet_gate.py"), *args, "--output", output],
+                              capture_output=True, text=True, env=spark_cluster.env, cwd=tmp_path, timeout=600)
+
+    done = submit(out)
+    log = done.stdout + done.stderr
+    assert done.returncode in (0, 1) and "Traceback" not in log, log[-4000:]  # 1: the gate blocks
+    assert "fleet_gate: hasher: compiled" in log, log[-4000:]
+    lines = re.findall(rf"fleet_gate: ([\d,]+)/{JOBS} jobs \(([\d.]+) %\), ([\d.]+) jobs/s, ([^,]+),", log)
+    assert lines and lines[-1][:2] == (str(JOBS), "100.0") and lines[-1][3] == "done", lines
+
+    local = tmp_path / "local"
+    summary = fleet_gate.run_gate(spark, f"{s3_fleet}/upgrades", f"{s3_fleet}/savepoints", str(local),
+                                  plan=f"{s3_fleet}/plan.csv")
+    for table in ("ids", "scan", "verdicts"):
+        assert _sorted(f"{out}/{table}") == _sorted(str(local / table)), table
+    body = spark_env.s3.client().get_object(Bucket=BUCKET, Key="gate/summary.json")["Body"].read()
+    cluster_summary = json.loads(body)
+    assert {k: v for k, v in cluster_summary.items() if k != "timings"} == {
+        k: v for k, v in summary.items() if k != "timings"}
+    assert cluster_summary["jobs"] == JOBS and cluster_summary["hasher_implementation"] == "compiled"
+    assert not [o for o in spark_env.s3.client().list_objects_v2(Bucket=BUCKET).get("Contents", [])
+                if ".inputs-" in o["Key"]]  # the staged inputs are gone
+
+    refused = submit(str(tmp_path / "gate-local"))
+    log = refused.stdout + refused.stderr  # spark-submit relays the Python driver's stderr on its stdout
+    assert refused.returncode == 2, log[-4000:]
+    assert "cannot write to a local folder of the driver; give an s3:// output" in log, log[-4000:]
+    assert "Traceback" not in log and not list(tmp_path.glob("*gate-local*"))

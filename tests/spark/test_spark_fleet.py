@@ -21,7 +21,8 @@ from bench.fleet import generate_fleet, upload_fleet
 from hashing.migration import v2_to_v3
 from hashing.operator_ids import compute_operator_ids
 from hashing.readers import load_graph
-from spark_jobs import common, fleet_check, fleet_ids, savepoint_scan
+from spark_jobs import common, fleet_check, fleet_gate, fleet_ids, savepoint_scan
+from spark_jobs.parquet_output import TaggedRows, read_table, write_tables
 from tests.spark_support import SparkEnv, spark, spark_env  # noqa: F401  (fixtures)
 from upgrade_gate.flink.metadata import to_json
 from upgrade_gate.gate.check import check_upgrade
@@ -230,6 +231,117 @@ def test_fleet_check_verdicts_equal_expected_and_the_core(spark, fleet, ids_tabl
     assert json.loads((out / "summary.json").read_text()) == summary
 
 
+def _keyed(rows: list[dict[str, Any]], *key: str) -> dict[tuple, dict[str, Any]]:
+    return {tuple(r[k] for k in key): r for r in rows}
+
+
+def test_fleet_gate_one_pass_writes_the_three_jobs_tables(spark, fleet, ids_table, scan_table,  # noqa: F811
+                                                          old_ids_table, tmp_path) -> None:
+    """fleet_gate reads each spec and savepoint once; its ids, scan and verdict tables and its gate summary are the
+    three jobs' own, row for row (plan, old catalogue and a broken spec included)."""
+    root, _ = fleet
+    three = fleet_check.run_check(spark, str(ids_table), str(scan_table), str(tmp_path / "check"),
+                                  plan=str(root / "plan.csv"), old_ids_table=str(old_ids_table))
+    out = tmp_path / "gate"
+    one = fleet_gate.run_gate(spark, str(root / "upgrades"), str(root / "savepoints"), str(out),
+                              old_catalogue=str(root / "specs"), plan=str(root / "plan.csv"), partitions=3)
+    assert sorted(p.name for p in out.iterdir()) == ["ids", "scan", "summary.json", "verdicts"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging or temp folder left
+    ids, scan = _rows(spark, out / "ids"), _rows(spark, out / "scan")
+    assert _keyed(ids, "job", "node_id") == _keyed(_rows(spark, ids_table), "job", "node_id")
+    assert _keyed(scan, "job", "operator_id") == _keyed(_rows(spark, scan_table), "job", "operator_id")
+    assert one["rows"] == {"ids": len(ids), "scan": len(scan), "verdicts": JOBS + 1}
+    verdicts = _keyed(_rows(spark, out / "verdicts"), "job")
+    expected = _keyed(_rows(spark, tmp_path / "check" / "verdicts"), "job")
+    # the one job without a savepoint: the same verdict (none), its reason worded for the listing it came from
+    assert verdicts.pop((BROKEN,))["error"] == "no savepoint for this job under the savepoint root"
+    assert expected.pop((BROKEN,))["error"] == "no savepoint for this job in the scan table"
+    assert verdicts == expected
+    assert one["unchecked_jobs"] == [{"job": BROKEN, "error": "no savepoint for this job under the savepoint root"}]
+    same = ("gate", "jobs", "verdicts", "errors", "bytes_at_risk", "state_bytes", "state_bytes_in_failing_restores",
+            "worst_jobs", "hasher_implementation")
+    assert {k: one[k] for k in same} == {k: three[k] for k in same}
+    assert set(one["timings"]) == {"list_and_pair_s", "one_pass_s", "summary_s", "fleet_gate_s"}
+    assert json.loads((out / "summary.json").read_text()) == one
+
+
+def test_fleet_gate_on_s3_equals_the_local_pass(spark_env: SparkEnv, spark, fleet, tmp_path,  # noqa: F811
+                                                monkeypatch) -> None:
+    """Specs, savepoints and the three tables in S3 (boto3 and pyarrow in the executors, no s3a): the rows
+    equal a local pass over the same jobs."""
+    root, jobs = fleet
+    subset = jobs[:30]
+    sub = tmp_path / "subset"
+    for j in subset:
+        shutil.copytree(root / j["savepoint"], sub / "savepoints" / j["job"], dirs_exist_ok=True)
+        (sub / "upgrades").mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / j["upgrade"], sub / "upgrades" / f"{j['job']}.json")
+    client = spark_env.s3.client()
+    client.create_bucket(Bucket="gate")
+    upload_fleet(client, "gate", sub, "prod", ("savepoints", "upgrades"))
+    for k, v in spark_env.aws_env.items():
+        monkeypatch.setenv(k, v)
+    local = fleet_gate.run_gate(spark, str(sub / "upgrades"), str(sub / "savepoints"), str(tmp_path / "local"))
+    remote = fleet_gate.run_gate(spark, "s3://gate/prod/upgrades", "s3://gate/prod/savepoints", "s3://gate/out")
+    assert remote["verdicts"] == local["verdicts"] and remote["errors"] == local["errors"] == 0
+    paths = ("spec", "savepoint", "metadata", "flink_error", "warnings", "operator_rows")
+    for table, key in (("ids", ("job", "node_id")), ("scan", ("job", "operator_id")), ("verdicts", ("job",))):
+        got = read_table(f"s3://gate/out/{table}").to_pylist()
+        want = read_table(str(tmp_path / "local" / table)).to_pylist()
+        assert all(r.get("error") is None for r in got)
+        def without_paths(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+            return _keyed([{k: v for k, v in r.items() if k not in paths} for r in rows], *key)  # noqa: B023
+
+        assert len(got) == len(want) and without_paths(got) == without_paths(want), table
+    keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket="gate", Prefix="out/")["Contents"])
+    assert "out/summary.json" in keys and all(k.count("/run-") == 1 or k.endswith(("_manifest.json", "_SUCCESS",
+                                                                                   "summary.json")) for k in keys)
+    assert not [k for k in keys if ".inputs-" in k]  # the staged inputs are gone
+    doc = json.loads(client.get_object(Bucket="gate", Key="out/summary.json")["Body"].read())
+    assert doc["verdicts"] == local["verdicts"]
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_write_tables_failed_task_leaves_no_table(spark_env: SparkEnv, spark, tmp_path, monkeypatch,  # noqa: F811
+                                                  where: str) -> None:
+    """Two tables from one pass, one task failing after the others wrote their parts: neither table appears,
+    no part is left, and tables from an earlier run stay readable."""
+    import pyarrow as pa
+
+    for k, v in spark_env.aws_env.items():
+        monkeypatch.setenv(k, v)
+
+    def rows(fail: bool) -> TaggedRows:
+        def fn(batches):  # type: ignore[no-untyped-def]
+            for b in batches:
+                first = b.column(0)[0].as_py()
+                if fail and first >= 1500:
+                    raise RuntimeError("executor died")
+                yield "a", b
+                yield "b", pa.RecordBatch.from_pydict({"x": [first]})
+        return TaggedRows(spark.range(0, 2000, numPartitions=4), fn, {"a": "id long", "b": "x long"})
+
+    if where == "s3":
+        client = spark_env.s3.client()
+        client.create_bucket(Bucket="tagged")
+        targets = {"a": "s3://tagged/t/a", "b": "s3://tagged/t/b"}
+    else:
+        targets = {"a": str(tmp_path / "a"), "b": str(tmp_path / "b")}
+    with pytest.raises(Exception, match="executor died"):
+        write_tables(rows(True), targets)
+    if where == "s3":
+        assert client.list_objects_v2(Bucket="tagged").get("KeyCount", 0) == 0
+    else:
+        assert list(tmp_path.iterdir()) == []
+    assert write_tables(rows(False), targets) == {"a": 2000, "b": 4}
+    with pytest.raises(Exception, match="executor died"):
+        write_tables(rows(True), targets, overwrite=True)
+    assert sorted(read_table(targets["a"]).column("id").to_pylist()) == list(range(2000))
+    assert read_table(targets["b"]).num_rows == 4
+    if where == "local":
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
 def test_failed_write_leaves_no_table_behind(spark, tmp_path) -> None:  # noqa: F811
     """A job that fails half-way leaves neither a partial table nor temp dirs; an old table survives."""
     def boom(batches):  # type: ignore[no-untyped-def]
@@ -253,7 +365,7 @@ def test_failed_write_leaves_no_table_behind(spark, tmp_path) -> None:  # noqa: 
         common.write_parquet(spark.range(3), str(target))
 
 
-@pytest.mark.parametrize("job", ["fleet_ids", "savepoint_scan", "fleet_check", "key_alignment"])
+@pytest.mark.parametrize("job", ["fleet_ids", "savepoint_scan", "fleet_check", "fleet_gate", "key_alignment"])
 def test_every_job_has_a_cli(job: str) -> None:
     out = subprocess.run([sys.executable, str(REPO / "spark_jobs" / f"{job}.py"), "--help"], capture_output=True,
                          text=True, timeout=60)
