@@ -648,6 +648,14 @@ def replicate_fleet(source: str | Path, root: str | Path, times: int) -> list[di
     return out
 
 
+def _linked_complete(root: Path) -> bool:
+    """Every job of a linked fleet still has its spec, upgrade and savepoint entry: files under `.work/` can
+    be removed by other work, and a fleet missing some would make a run report "no savepoint" errors."""
+    jobs = int((root / "_linked").read_text() or 0)
+    return all((root / part).is_dir() and len(os.listdir(root / part)) == jobs
+               for part in ("specs", "upgrades", "savepoints"))
+
+
 def link_fleet(source: str | Path, root: str | Path, times: int) -> Path:
     """`replicate_fleet` as folders a Spark job can list: every replica's spec, upgrade and savepoint files
     are hard links to its original's, under the replica's name (`<job>-r<k>`), so `fleet_ids --catalogue`
@@ -655,7 +663,7 @@ def link_fleet(source: str | Path, root: str | Path, times: int) -> Path:
     without `times` as many bytes. Hard links keep the files' mtimes, so each job's latest savepoint is its
     original's. Resumable: a finished fleet has `_linked`."""
     source, root = Path(source).resolve(), Path(root)
-    if (root / "_linked").is_file():
+    if (root / "_linked").is_file() and _linked_complete(root):
         return root
     replicate_fleet(source, root, times)  # plan.csv and fleet.json under the replicas' names
     jobs = json.loads((source / "fleet.json").read_text(encoding="utf-8"))
