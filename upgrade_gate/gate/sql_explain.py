@@ -27,7 +27,7 @@ from typing import Any
 
 from upgrade_gate.gate.sql_meaning import args, compare, family, kind, strip_counters
 
-__all__ = ["annotate", "describe", "explain", "pair", "statements", "text"]
+__all__ = ["annotate", "causes", "describe", "explain", "pair", "statements", "text"]
 
 # what each family keeps in state (GroupAggFunction, the deduplicate functions, StreamingJoinOperator, ...)
 _STATE = {
@@ -144,8 +144,14 @@ def pair(old: Any, new: Any) -> dict[int, int]:
     return {ids[0]: news[p][0] for p, ids in olds.items() if len(ids) == 1 and len(news.get(p, [])) == 1}
 
 
-def _upstream_changes(old: Any, o: int, new: Any, n: int) -> list[str]:
-    """What differs upstream, in the planner's terms a user can map to the query and its settings."""
+# what moved an operator's ID, as codes (`causes`): the remedies pick by these, the texts are for people
+MINI_BATCH, AGG_PHASE, FAN_OUT, FILTER, UPSTREAM, OPERATOR = (
+    "mini-batch", "agg-phase", "fan-out", "filter", "upstream", "operator")
+JOIN_CONDITION = "join condition"  # one of sql_meaning.compare's aspects, which are causes by their own names
+
+
+def _upstream_changes(old: Any, o: int, new: Any, n: int) -> list[tuple[str, str]]:
+    """What differs upstream, in the planner's terms a user can map to the query and its settings: (cause, text)."""
     def descs(side: Any, nid: int) -> list[str]:
         return [strip_counters(_description(side, u)) for u in _upstream(side, nid)]
 
@@ -155,28 +161,29 @@ def _upstream_changes(old: Any, o: int, new: Any, n: int) -> list[str]:
     out = []
     added_kinds, removed_kinds = {kind(d) for d in added}, {kind(d) for d in removed}
     if "MiniBatchAssigner" in added_kinds - removed_kinds:
-        out.append("mini-batch is now on: a MiniBatchAssigner was inserted upstream "
-                   "(table.exec.mini-batch.enabled)")
+        out.append((MINI_BATCH, "mini-batch is now on: a MiniBatchAssigner was inserted upstream "
+                                "(table.exec.mini-batch.enabled)"))
     if "MiniBatchAssigner" in removed_kinds - added_kinds:
-        out.append("mini-batch is now off: the MiniBatchAssigner upstream was removed")
+        out.append((MINI_BATCH, "mini-batch is now off: the MiniBatchAssigner upstream was removed"))
     if "LocalGroupAggregate" in added_kinds - removed_kinds or "LocalWindowAggregate" in added_kinds - removed_kinds:
-        out.append("the optimizer now aggregates in two phases: a Local aggregate was inserted upstream "
-                   "(table.optimizer.agg-phase-strategy)")
+        out.append((AGG_PHASE, "the optimizer now aggregates in two phases: a Local aggregate was inserted upstream "
+                               "(table.optimizer.agg-phase-strategy)"))
     if "LocalGroupAggregate" in removed_kinds - added_kinds:
-        out.append("the optimizer now aggregates in one phase: the LocalGroupAggregate upstream was removed")
+        out.append((AGG_PHASE, "the optimizer now aggregates in one phase: the LocalGroupAggregate upstream was "
+                               "removed"))
     filters_new = [d for d in added if kind(d) == "Calc" and "where" in args(d)]
     filters_old = [d for d in removed if kind(d) == "Calc" and "where" in args(d)]
-    out += [f"a filter was added upstream: {d}" for d in filters_new]
-    out += [f"a filter was removed upstream: {d}" for d in filters_old]
+    out += [(FILTER, f"a filter was added upstream: {d}") for d in filters_new]
+    out += [(FILTER, f"a filter was removed upstream: {d}") for d in filters_old]
     # a projection (`Calc(select=..)` without `where`) is chained into its neighbours and its text is not hashed:
     # it never moves an ID, so naming it would only be noise
     skip = {"MiniBatchAssigner", "LocalGroupAggregate", "LocalWindowAggregate", "Calc"}
     for d in added:
         if kind(d) not in skip and d not in filters_new:
-            out.append(f"upstream operator inserted or changed: {d}")
+            out.append((UPSTREAM, f"upstream operator inserted or changed: {d}"))
     for d in removed:
         if kind(d) not in skip and d not in filters_old:
-            out.append(f"upstream operator removed or changed: {d}")
+            out.append((UPSTREAM, f"upstream operator removed or changed: {d}"))
 
     def fan_out(side: Any, nid: int) -> dict[str, int]:
         return {strip_counters(_description(side, u)): len(side.graph.out_edges.get(u, []))
@@ -185,16 +192,27 @@ def _upstream_changes(old: Any, o: int, new: Any, n: int) -> list[str]:
     fo, fn = fan_out(old, o), fan_out(new, n)
     for d, k in fn.items():
         if d in fo and fo[d] != k:
-            out.append(f"'{d}' now feeds {k} operators (was {fo[d]}): another statement reads it, and the "
-                       f"operator IDs downstream of it change")
+            out.append((FAN_OUT, f"'{d}' now feeds {k} operators (was {fo[d]}): another statement reads it, and "
+                                 f"the operator IDs downstream of it change"))
     return out
 
 
-def _own_changes(old: Any, o: int, new: Any, n: int) -> list[str]:
+def _own_changes(old: Any, o: int, new: Any, n: int) -> list[tuple[str, str]]:
     od, nd = _description(old, o), _description(new, n)
     if kind(od) != kind(nd):
-        return [f"the operator itself changed: {kind(od)} -> {kind(nd)}"]
-    return [f"{aspect}: {a} -> {b}" for aspect, a, b in compare(od, nd)]
+        return [(OPERATOR, f"the operator itself changed: {kind(od)} -> {kind(nd)}")]
+    return [(aspect, f"{aspect}: {a} -> {b}") for aspect, a, b in compare(od, nd)]
+
+
+def _changes(old: Any, old_nid: int, side: Any, nid: int) -> list[tuple[str, str]]:
+    return [*_own_changes(old, old_nid, side, nid), *_upstream_changes(old, old_nid, side, nid)]
+
+
+def causes(side: Any, nid: int, old: Any, old_nid: int) -> set[str]:
+    """The codes of what differs between old node `old_nid` and new node `nid` (the changes `explain`'s `why`
+    words): `MINI_BATCH`, `AGG_PHASE`, `FAN_OUT`, `FILTER`, `UPSTREAM`, `OPERATOR`, or an aspect of the
+    operator itself (`JOIN_CONDITION`, ...)."""
+    return {cause for cause, _ in _changes(old, old_nid, side, nid)}
 
 
 def explain(side: Any, nid: int, old: Any = None, old_nid: int | None = None, *,
@@ -211,7 +229,7 @@ def explain(side: Any, nid: int, old: Any = None, old_nid: int | None = None, *,
         if old_nid is None:
             old_nid = {v: k for k, v in pair(old, side).items()}.get(nid)
         if old_nid is not None:
-            changes = [*_own_changes(old, old_nid, side, nid), *_upstream_changes(old, old_nid, side, nid)]
+            changes = [text for _, text in _changes(old, old_nid, side, nid)]
             if id_changed is False:
                 why = ("its operator ID did not change" + (f"; what changed: {'; '.join(changes)}" if changes
                                                            else ""))

@@ -111,9 +111,8 @@ def _cause(loss: dict[str, Any], side: Any, old: Any, writer: int | None, pairs:
     if old is None or writer is None or str(writer) not in (old.sql_state or {}):
         return None
     counterpart = pairs.get(writer)
-    said = sql_explain.explain(side, counterpart, old, writer, id_changed=True) if counterpart is not None else None
-    why = (said or {}).get("why") or ""
-    if "now feeds" in why and "another statement reads it" in why:
+    moved = sql_explain.causes(side, counterpart, old, writer) if counterpart is not None else set()
+    if sql_explain.FAN_OUT in moved:
         kept = _reading_its_sources(old, writer)
         new = [s for s in _reading_its_sources(side, counterpart) if s not in kept] if counterpart is not None else []
         return SqlRemedy(
@@ -130,21 +129,21 @@ def _cause(loss: dict[str, Any], side: Any, old: Any, writer: int | None, pairs:
                   "-- and, as a job of its own:\n<the new INSERT>;",
             proven_by=PROVEN["statement-set-gains-insert"])
     lost = _lost(loss)
-    if "join condition:" in why:
+    if sql_explain.JOIN_CONDITION in moved:
         return SqlRemedy("join-condition", False,
                          f"no remedy keeps this state: the new join condition changes the join key, so the join "
                          f"and its buffers get another ID. Keeping the old key and testing the added equality as a "
                          f"non-key condition (`a - b = 0`) was tried with real Flink and still lost the state: the "
                          f"new condition needs a column the old job's inputs did not carry, so the operators "
                          f"before the join changed too. Lost: {lost}")
-    if "mini-batch is now on" in why or "mini-batch is now off" in why:
+    if sql_explain.MINI_BATCH in moved:
         return SqlRemedy("mini-batch", False,
                          f"no remedy keeps this state: switching mini-batch adds or removes a MiniBatchAssigner "
                          f"before the aggregate, so its ID moves. Mini-batch with one-phase aggregation (no "
                          f"LocalGroupAggregate) was tried with real Flink and still lost the state: the "
                          f"MiniBatchAssigner alone moves the ID. Lost: {lost}. The state is kept only by keeping "
                          f"table.exec.mini-batch.enabled as it was")
-    if "two phases" in why or "one phase" in why:
+    if sql_explain.AGG_PHASE in moved:
         return SqlRemedy("agg-phase", False,
                          f"no remedy keeps this state: the other aggregation phase strategy adds or removes a "
                          f"LocalGroupAggregate before the aggregate, so its ID moves. Lost: {lost}. The state is kept "
