@@ -96,9 +96,10 @@ def warm(root: Path) -> None:
 # ---- the single-process core ------------------------------------------------------------
 def core_fleet(root: Path) -> dict[str, Any]:
     """What the three jobs compute, job after job in this process, with the same core calls."""
+    from spark_jobs.columns import count
     from spark_jobs.fleet_check import check_job
-    from spark_jobs.fleet_ids import load_spec, node_rows
-    from spark_jobs.savepoint_scan import operator_rows
+    from spark_jobs.fleet_ids import load_spec, node_columns
+    from spark_jobs.savepoint_scan import operator_columns
 
     fleet = json.loads((root / "fleet.json").read_text())
     t = time.perf_counter()
@@ -106,10 +107,10 @@ def core_fleet(root: Path) -> dict[str, Any]:
     verdicts: dict[str, int] = {}
     for j in fleet:
         spec = str(root / j["upgrade"])
-        nodes += len(node_rows(j["job"], spec, load_spec(spec), None))
-        rows = operator_rows(j["job"], str(root / j["savepoint"]), None)
-        ops += len(rows)
-        v = check_job(spec, rows[0]["metadata"], hasher=j["hasher"], matching="fixed",
+        nodes += count(node_columns(j["job"], spec, load_spec(spec), None))
+        cols = operator_columns(j["job"], str(root / j["savepoint"]), None)
+        ops += count(cols)
+        v = check_job(spec, cols["metadata"][0], hasher=j["hasher"], matching="fixed",
                       allow_non_restored_state=j["allow_non_restored_state"], flink_version=j["flink_version"])
         verdicts[v["verdict"]] = verdicts.get(v["verdict"], 0) + 1
     return {"seconds": time.perf_counter() - t, "nodes": nodes, "operators": ops, "verdicts": verdicts}
@@ -319,9 +320,10 @@ def driver_tables(base: Path, jobs: int) -> Path:
     import pyarrow.parquet as pq
 
     from spark_jobs import common, fleet_check, fleet_ids, savepoint_scan
+    from spark_jobs.columns import to_rows
     from spark_jobs.fleet_check import check_job
-    from spark_jobs.fleet_ids import load_spec, node_rows
-    from spark_jobs.savepoint_scan import operator_rows
+    from spark_jobs.fleet_ids import load_spec, node_columns
+    from spark_jobs.savepoint_scan import operator_columns
 
     root = BENCH_DIR / f"driver-{jobs}"
     if (root / "_done").is_file():
@@ -330,8 +332,8 @@ def driver_tables(base: Path, jobs: int) -> Path:
     ids, scan, verdicts = [], [], []
     for j in fleet:
         spec = str(base / j["upgrade"])
-        ids += node_rows(j["job"], spec, load_spec(spec), None)
-        rows = operator_rows(j["job"], str(base / j["savepoint"]), None)
+        ids += to_rows(node_columns(j["job"], spec, load_spec(spec), None))
+        rows = to_rows(operator_columns(j["job"], str(base / j["savepoint"]), None))
         scan += rows
         options = {"hasher": j["hasher"], "matching": "fixed",
                    "allow_non_restored_state": j["allow_non_restored_state"], "flink_version": j["flink_version"]}

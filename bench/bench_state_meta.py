@@ -16,8 +16,11 @@ writes the `_metadata` with Flink's own `Checkpoints.storeCheckpointMetadata`:
 * `canonical`: RocksDB canonical savepoint (`KeyGroupsSavepointStateHandle` per subtask) whose stream, the
   real one Flink's full snapshot wrote (proxy, then key groups), is a file of its own per subtask: 1,000
   files to open;
-* `canonical-distinct`: the same with every file made unique after its proxy, so no proxy is parsed once for
-  many (a real job's subtasks write byte-identical proxies, which the reader parses once): the worst case.
+* `canonical-distinct`: the same with every file's proxy made unique: one state (`pojo-primitives`) is renamed
+  in each file to a distinct name of the same length (its last 3 characters become the file's number in base
+  36), so the reader's memo (a proxy byte-identical to one already parsed is parsed once; a real job's subtasks
+  write identical proxies) never hits on a keyed proxy: the worst case. The operator-state proxies stay inline
+  in `_metadata`, identical in every subtask, as Flink writes them.
 Before timing, our reading of every handle is compared with what Flink's own `KeyedBackendSerializationProxy`
 and `OperatorBackendSerializationProxy` read from the same widened savepoint (StateMetaDump, in a JVM).
 
@@ -45,7 +48,9 @@ sys.path.insert(0, str(REPO))
 
 from flink_bridge.generate_savepoints import BENCH_DIR, run_java  # noqa: E402
 from flink_bridge.jvm import classpath, compile_tool  # noqa: E402
+from upgrade_gate.flink.metadata.reader import BoundedReader  # noqa: E402
 from upgrade_gate.flink.state_meta import oracle_view, read_state_schemas  # noqa: E402
+from upgrade_gate.flink.state_meta.proxy import read_keyed_proxy  # noqa: E402
 from upgrade_gate.storage.savepoints import load_savepoint  # noqa: E402
 from upgrade_gate.storage.state_files import state_stream_opener  # noqa: E402
 
@@ -54,6 +59,7 @@ VERSION = "2.3"
 FIXTURES = REPO / "tests" / "fixtures" / "savepoints" / "state-schemas" / "2.3.0"
 CASES = {"native": "rocksdb-native-p1", "canonical": "rocksdb-canonical-p1"}
 OUT = BENCH_DIR / "state-meta"
+RENAMED = "pojo-primitives"  # a keyed state of the fixture, renamed per file in `canonical-distinct`
 
 # Run as a Java single-file program against Flink's jars (java -cp <flink> WideStateMeta.java ...).
 JAVA = r"""
@@ -249,21 +255,42 @@ def generate(variant: str, subtasks: int) -> Path:
 
 
 def distinct(subtasks: int) -> Path:
-    """The canonical input with every stream made unique (its last 4 bytes, inside the last key group's data,
-    become the file's number): the reader's memo of proxies it already parsed never hits, so this is the
-    uncached worst case. The proxies are untouched; Flink's reading is taken again from the copy."""
-    out = OUT / f"canonical-distinct-p{subtasks}"
+    """The canonical input with every file's proxy made unique: the reader's memo of proxies it already parsed
+    never hits on a keyed proxy, so this is the uncached worst case (a memo keyed by the proxy's bytes hits on
+    files that differ only after it). In each file, the state `RENAMED` gets a distinct name of the same length:
+    its last 3 characters become the file's number in base 36. A name is Java modified UTF-8 behind a 2-byte
+    length (`StateMetaInfoSnapshotReadersWriters`); the same length and ASCII keep the stream valid, and the key
+    groups after the proxy name states by index, not by name (`FullSnapshotAsyncWriter`). Flink's reading is
+    taken again from the copy: the benchmark's comparison with it proves the files still valid."""
+    if subtasks > 36 ** 3:
+        raise SystemExit(f"canonical-distinct: at most {36 ** 3:,} subtasks (3 base-36 digits)")
+    out = OUT / f"canonical-distinct-proxies-p{subtasks}"
     if (out / "flink-state-meta.json").is_file():
         return out
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(generate("canonical", subtasks), out)
     (out / "flink-state-meta.json").unlink()
+    name = RENAMED.encode("ascii")
+    field = len(name).to_bytes(2, "big") + name
     for i, f in enumerate(sorted(p for p in out.iterdir() if p.name != "_metadata")):
         data = bytearray(f.read_bytes())
-        data[-4:] = i.to_bytes(4, "big")
+        proxy = BoundedReader(bytes(data), f.name)
+        read_keyed_proxy(proxy, "KeyGroupsSavepointStateHandle")
+        at = data.find(field, 0, proxy.pos)
+        if at < 0 or data.find(field, at + 1, proxy.pos) >= 0:
+            raise SystemExit(f"canonical-distinct: {RENAMED!r} is not once in the proxy of {f}")
+        data[at + len(field) - 3:at + len(field)] = _base36(i, 3).encode("ascii")
         f.write_bytes(bytes(data))
     run_java(VERSION, "ugate.savepoints.StateMetaDump", [str(out)], timeout=600)
     return out
+
+
+def _base36(n: int, width: int) -> str:
+    digits = ""
+    while n or len(digits) < width:
+        n, d = divmod(n, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[d] + digits
+    return digits
 
 
 def read_all(path: Path) -> tuple[int, int, int]:

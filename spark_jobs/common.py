@@ -434,6 +434,16 @@ def write_json(doc: Any, target: str, *, overwrite: bool = False) -> None:
         Path(tmp).write_bytes(data)
 
 
+def remove_object(target: str) -> None:
+    """Delete a file or `s3://` object if it is there: a document about to stop describing what sits beside
+    it (`parquet_output.write_tables`' `before_commit`). S3 answers a DELETE of a missing key with success."""
+    loc = parse_location(target)
+    if loc.scheme == "s3":
+        s3_client().delete_object(Bucket=loc.bucket, Key=loc.path)
+        return
+    Path(loc.path).unlink(missing_ok=True)
+
+
 def run_main(job: str, body: Any, argv: list[str] | None) -> int:
     """Run a job's body; bad input and job errors become one log line and exit code 2."""
     from hashing.errors import InputError

@@ -280,7 +280,9 @@ def _check_staged(spark: SparkSession, inputs: DataFrame, staged: str, total: in
             address = progress.address
             rows = ArrowRows(inputs, lambda it: check_partition(fleet_inputs.staged_batches(it, staged), address,
                                                                 hasher), SCHEMA_DDL)
-            write_table(rows, verdict_path, overwrite=overwrite)
+            # on s3:// the old summary goes before the verdicts commit (write_tables' before_commit)
+            write_table(rows, verdict_path, overwrite=overwrite,
+                        before_commit=lambda: common.remove_object(target.child("summary.json").uri))
         checked = time.perf_counter()
         summary = summarize_table(verdict_path, worst)
         # which hasher the executors ran (a cluster ships our code as a zip: common.compiled_hasher_file)

@@ -5,8 +5,8 @@ The three jobs each read what they need: `fleet_ids` every spec, `savepoint_scan
 fleet that repetition is about a third of the executors' CPU (docs/performance.md, "One pass"). Here each
 task reads a job's spec and newest savepoint once and makes, from the same parsed objects, the job's node
 rows, its operator rows and its verdict (the operator IDs are cached on the graph, so the check's hasher
-reuses the rows' ids). The core calls are the three jobs' own (`fleet_ids.graph_rows`,
-`savepoint_scan.metadata_rows`, `fleet_check.check_parsed`), so the tables hold the same rows the three jobs
+reuses the rows' ids). The core calls are the three jobs' own (`fleet_ids.graph_columns`,
+`savepoint_scan.metadata_columns`, `fleet_check.check_parsed`), so the tables hold the same rows the three jobs
 write, and the summary is `fleet_check`'s.
 
 Inputs: the catalogue of new specs and the savepoint root, listed in the driver as `fleet_ids` and
@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import common, fleet_check, fleet_ids, fleet_inputs, savepoint_scan
+from spark_jobs.columns import ColumnBuffer, Columns, from_rows
 from spark_jobs.parquet_output import TaggedRows, require_workers_can_write, write_tables
 from spark_jobs.progress import Progress
 from upgrade_gate.vocabulary import DEFAULT_HASHER, DEFAULT_MATCHING
@@ -56,7 +57,7 @@ def _error_text(exc: Exception, input_error: type[Exception] | tuple[type[Except
 
 
 def gate_job(row: dict[str, Any], ids_version: str | None, client: Any | None
-             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+             ) -> tuple[Columns, Columns, dict[str, Any]]:
     """One job: (node rows, operator rows, verdict row), the spec and the savepoint each read and parsed once.
 
     Errors land where the three jobs put them: an unreadable spec is the ids table's error row and the
@@ -68,26 +69,26 @@ def gate_job(row: dict[str, Any], ids_version: str | None, client: Any | None
 
     job, spec, savepoint = row["job"], row["spec"], row["savepoint"]
     verdict: dict[str, Any] = {"job": job, "spec": spec, "metadata": None, **{k: row[k] for k in _OPTIONS}}
-    nodes: list[dict[str, Any]] = []
-    ops: list[dict[str, Any]] = []
+    nodes: Columns = {}
+    ops: Columns = {}
     graph = meta = None
     graph_error = savepoint_error = None
     if spec is not None:
         try:
             graph = parse_graph(fleet_ids.load_spec(spec, client), spec)
-            nodes = fleet_ids.graph_rows(job, spec, graph.graph, ids_version)
+            nodes = fleet_ids.graph_columns(job, spec, graph.graph, ids_version)
         except Exception as exc:
             graph, graph_error = None, _error_text(exc, InputError)
-            nodes = [fleet_ids.error_row(job, spec, graph_error)]
+            nodes = from_rows([fleet_ids.error_row(job, spec, graph_error)])
     if savepoint is not None:
         try:
             blob = read_metadata_blob(savepoint, client=client, job_folder=True)
             meta = parse_metadata(blob.data, blob.source, blob.base_dir)
-            ops = savepoint_scan.metadata_rows(job, savepoint, blob.source, meta)
+            ops = savepoint_scan.metadata_columns(job, savepoint, blob.source, meta)
             verdict["metadata"] = blob.source
         except Exception as exc:
             meta, savepoint_error = None, _error_text(exc, InputError)
-            ops = [{"job": job, "savepoint": savepoint, "error": savepoint_error}]
+            ops = from_rows([{"job": job, "savepoint": savepoint, "error": savepoint_error}])
     if spec is None:
         verdict["error"] = "no new graph spec for this job in the catalogue"
     elif savepoint is None:
@@ -113,15 +114,12 @@ def gate_partition(batches: Iterator[pa.RecordBatch], ids_version: str | None,
                    progress: tuple[str, int] | None = None, hasher: Any | None = None
                    ) -> Iterator[tuple[str, pa.RecordBatch]]:
     """Executor side: every job of the task through `gate_job`; yields (table, Arrow batch)."""
-    import pyarrow as pa
-
     from spark_jobs.progress import Ticker
 
     ticker = Ticker(progress)
     common.tune_worker_gc()
     common.note_hasher(hasher)
-    schemas = {tag: common.arrow_schema(ddl) for tag, ddl in TABLES.items()}
-    pending: dict[str, list[dict[str, Any]]] = {tag: [] for tag in TABLES}
+    pending = {tag: ColumnBuffer(common.arrow_schema(ddl)) for tag, ddl in TABLES.items()}
     client = None
     for batch in batches:
         for row in batch.to_pylist():
@@ -129,18 +127,17 @@ def gate_partition(batches: Iterator[pa.RecordBatch], ids_version: str | None,
             if client is None and any(p.startswith(("s3://", "s3a://")) for p in paths):
                 client = common.s3_client()
             nodes, ops, verdict = gate_job(row, ids_version, client)
-            pending["ids"].extend(nodes)
-            pending["scan"].extend(ops)
-            pending["verdicts"].append(verdict)
+            pending["ids"].add(nodes)
+            pending["scan"].add(ops)
+            pending["verdicts"].add_row(verdict)
             ticker.tick()
             for tag, rows in pending.items():
                 if len(rows) >= _ROWS_PER_BATCH[tag]:
-                    yield tag, pa.RecordBatch.from_pylist(rows, schema=schemas[tag])
-                    pending[tag] = []
+                    yield tag, rows.take()
     ticker.close()
     for tag, rows in pending.items():
-        if rows:
-            yield tag, pa.RecordBatch.from_pylist(rows, schema=schemas[tag])
+        if len(rows):
+            yield tag, rows.take()
 
 
 def run_gate(spark: SparkSession, catalogue: str, savepoints: str, output: str, *, old_catalogue: str | None = None,
@@ -174,7 +171,9 @@ def run_gate(spark: SparkSession, catalogue: str, savepoints: str, output: str, 
                 address = progress.address
                 rows = TaggedRows(frame, lambda it: gate_partition(fleet_inputs.staged_batches(it, staged),
                                                                    flink_version, address, used), TABLES)
-                counts = write_tables(rows, {tag: target.child(tag).uri for tag in TABLES}, overwrite=overwrite)
+                # on s3:// the tables commit one by one: the old summary goes first (write_tables' before_commit)
+                counts = write_tables(rows, {tag: target.child(tag).uri for tag in TABLES}, overwrite=overwrite,
+                                      before_commit=lambda: common.remove_object(target.child("summary.json").uri))
             passed = time.perf_counter()
             summary = fleet_check.summarize_table(target.child("verdicts").uri, worst)
             summary["hasher_implementation"] = common.hasher_used(used)

@@ -29,6 +29,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import common
+from spark_jobs.columns import ColumnBuffer, Columns
 from spark_jobs.parquet_output import ArrowRows, table_batches, write_table
 from spark_jobs.progress import Progress
 
@@ -74,15 +75,15 @@ def load_spec(path: str, client: Any | None = None) -> Any:
     return parse_bytes(data, path, yaml_first=path.lower().endswith((".yaml", ".yml")))
 
 
-def node_rows(job: str, spec_path: str, doc: Any, flink_version: str | None) -> list[dict[str, Any]]:
-    """The table rows of one job: the core's V2 and V3 `OperatorIDPair`s and chains, flattened."""
+def node_columns(job: str, spec_path: str, doc: Any, flink_version: str | None) -> Columns:
+    """The table rows of one job, column by column: the core's V2 and V3 `OperatorIDPair`s and chains."""
     from hashing.readers import parse_graph
 
-    return graph_rows(job, spec_path, parse_graph(doc, spec_path).graph, flink_version)
+    return graph_columns(job, spec_path, parse_graph(doc, spec_path).graph, flink_version)
 
 
-def graph_rows(job: str, spec_path: str, graph: StreamGraph, flink_version: str | None) -> list[dict[str, Any]]:
-    """`node_rows` of a graph already built (`fleet_gate` builds it once for the rows and the check; the ids
+def graph_columns(job: str, spec_path: str, graph: StreamGraph, flink_version: str | None) -> Columns:
+    """`node_columns` of a graph already built (`fleet_gate` builds it once for the rows and the check; the ids
     are cached on the graph, so the check's hasher reuses them)."""
     from hashing.migration import v2_to_v3
     from hashing.operator_ids import compute_operator_ids
@@ -93,23 +94,28 @@ def graph_rows(job: str, spec_path: str, graph: StreamGraph, flink_version: str 
     vertex_of: dict[int, tuple[str, str, int, int]] = {}
     for vertex2, vertex3 in zip(v2.job_vertices, v3.job_vertices, strict=True):
         head_first = vertex2.node_ids_head_first
+        ids2, ids3, length = vertex2.id.hex(), vertex3.id.hex(), len(head_first)
         for pos, nid in enumerate(head_first):
-            vertex_of[nid] = (vertex2.id.hex(), vertex3.id.hex(), pos, len(head_first))
-    rows = []
-    for node in graph.nodes:
-        p2, p3, m = v2.pairs[node.id], v3.pairs[node.id], migration[node.id]
-        vx2, vx3, pos, length = vertex_of[node.id]
-        rows.append({
-            "job": job, "spec": spec_path, "graph_name": graph.name, "node_id": node.id, "name": node.name,
-            "uid": node.uid, "uid_hash": node.uid_hash, "parallelism": node.parallelism,
-            "max_parallelism": graph.effective_max_parallelism(node),
-            "v2_id": p2.generated.hex(), "v3_id": p3.generated.hex(),
-            "v2_alternatives": [a.hex() for a in p2.alternatives],
-            "v3_alternatives": [a.hex() for a in p3.alternatives],
-            "v2_job_vertex": vx2, "v3_job_vertex": vx3, "chain_position": pos, "chain_length": length,
-            "id_changes": m.changed, "restores_by": m.restores_by, "error": None,
-        })
-    return rows
+            vertex_of[nid] = (ids2, ids3, pos, length)
+    nodes = graph.nodes
+    n = len(nodes)
+    p2 = [v2.pairs[node.id] for node in nodes]
+    p3 = [v3.pairs[node.id] for node in nodes]
+    moved = [migration[node.id] for node in nodes]
+    vertices = [vertex_of[node.id] for node in nodes]
+    return {
+        "job": [job] * n, "spec": [spec_path] * n, "graph_name": [graph.name] * n,
+        "node_id": [node.id for node in nodes], "name": [node.name for node in nodes],
+        "uid": [node.uid for node in nodes], "uid_hash": [node.uid_hash for node in nodes],
+        "parallelism": [node.parallelism for node in nodes],
+        "max_parallelism": [graph.effective_max_parallelism(node) for node in nodes],
+        "v2_id": [p.generated.hex() for p in p2], "v3_id": [p.generated.hex() for p in p3],
+        "v2_alternatives": [[a.hex() for a in p.alternatives] for p in p2],
+        "v3_alternatives": [[a.hex() for a in p.alternatives] for p in p3],
+        "v2_job_vertex": [v[0] for v in vertices], "v3_job_vertex": [v[1] for v in vertices],
+        "chain_position": [v[2] for v in vertices], "chain_length": [v[3] for v in vertices],
+        "id_changes": [m.changed for m in moved], "restores_by": [m.restores_by for m in moved],
+    }
 
 
 def error_row(job: str, spec_path: str, message: str) -> dict[str, Any]:
@@ -125,8 +131,6 @@ def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None,
     """Executor side: every (job, spec) of the task -> node rows, as Arrow batches.
 
     `hasher`: `common.hasher_use`'s accumulator, told which hasher implementation this worker ran."""
-    import pyarrow as pa
-
     from hashing.errors import InputError
     from spark_jobs.progress import Ticker
 
@@ -134,26 +138,24 @@ def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None,
 
     common.tune_worker_gc()
     common.note_hasher(hasher)
-    schema = _arrow_schema()
+    pending = ColumnBuffer(_arrow_schema())
     client = None
-    pending: list[dict[str, Any]] = []
     for batch in batches:
         for job, path in zip(batch.column("job").to_pylist(), batch.column("spec").to_pylist(), strict=True):
             try:
                 if client is None and path.startswith(("s3://", "s3a://")):
                     client = common.s3_client()
-                pending.extend(node_rows(job, path, load_spec(path, client), flink_version))
+                pending.add(node_columns(job, path, load_spec(path, client), flink_version))
             except InputError as exc:
-                pending.append(error_row(job, path, str(exc)))
+                pending.add_row(error_row(job, path, str(exc)))
             except Exception as exc:  # an S3 failure or a bug must name the job, not kill the fleet run
-                pending.append(error_row(job, path, f"{type(exc).__name__}: {exc}"))
+                pending.add_row(error_row(job, path, f"{type(exc).__name__}: {exc}"))
             ticker.tick()
             if len(pending) >= _ROWS_PER_BATCH:
-                yield pa.RecordBatch.from_pylist(pending, schema=schema)
-                pending = []
+                yield pending.take()
     ticker.close()
-    if pending:
-        yield pa.RecordBatch.from_pylist(pending, schema=schema)
+    if len(pending):
+        yield pending.take()
 
 
 def ids_rows(jobs: DataFrame, flink_version: str | None = None,

@@ -94,31 +94,43 @@ def require_workers_can_write(spark: Any, target: str) -> None:
                               "give an s3:// output (or run on a local master)")
 
 
-def write_table(rows: ArrowRows | DataFrame, target: str, *, overwrite: bool = False) -> int | None:
-    """Write a Parquet table at `target` atomically; returns the row count when the workers wrote it."""
+def write_table(rows: ArrowRows | DataFrame, target: str, *, overwrite: bool = False,
+                before_commit: Callable[[], None] | None = None) -> int | None:
+    """Write a Parquet table at `target` atomically; returns the row count when the workers wrote it.
+    `before_commit`: as for `write_tables`."""
     if isinstance(rows, ArrowRows) and direct_write_possible(rows, target):
-        return write_tables(rows.tagged(), {"": target}, overwrite=overwrite)[""]
+        return write_tables(rows.tagged(), {"": target}, overwrite=overwrite, before_commit=before_commit)[""]
     if common.parse_location(target).scheme == "s3":
         raise common.JobError(f"{target}: only tables the workers write can go to s3:// (no s3a connector)")
     frame = rows.frame() if isinstance(rows, ArrowRows) else rows
+    if before_commit is not None:
+        before_commit()
     common.write_parquet(frame, target, overwrite=overwrite)
     return None
 
 
-def write_tables(rows: TaggedRows, targets: dict[str, str], *, overwrite: bool = False) -> dict[str, int]:
+def write_tables(rows: TaggedRows, targets: dict[str, str], *, overwrite: bool = False,
+                 before_commit: Callable[[], None] | None = None) -> dict[str, int]:
     """Write one Parquet table per tag at `targets[tag]`, each atomically, from one pass of the tasks; returns
-    the row count per tag. Every target must be one the workers can write (`direct_write_possible`)."""
+    the row count per tag. Every target must be one the workers can write (`direct_write_possible`).
+
+    `before_commit` runs once, after every task succeeded and before the first table commits: on `s3://`
+    the tables commit one after another, so a caller whose document describes the tables (a fleet job's
+    `summary.json`) removes the previous run's there; a run that stops between two commits then leaves no
+    document beside tables it did not describe (fail closed), and a run that fails earlier changes nothing."""
     schemes = {common.parse_location(t).scheme for t in targets.values()}
     if set(targets) != set(rows.ddls) or len(schemes) != 1:
         raise ValueError(f"write_tables: one target per tag, all local or all s3:// (got {targets})")
     for target in targets.values():
         require_workers_can_write(rows.inputs.sparkSession, target)
     if schemes == {"s3"}:
-        return _write_s3(rows, {tag: common.parse_location(t) for tag, t in targets.items()}, overwrite)
-    return _write_direct(rows, targets, overwrite)
+        return _write_s3(rows, {tag: common.parse_location(t) for tag, t in targets.items()}, overwrite,
+                         before_commit)
+    return _write_direct(rows, targets, overwrite, before_commit)
 
 
-def _write_direct(rows: TaggedRows, targets: dict[str, str], overwrite: bool) -> dict[str, int]:
+def _write_direct(rows: TaggedRows, targets: dict[str, str], overwrite: bool,
+                  before_commit: Callable[[], None] | None) -> dict[str, int]:
     import pyarrow.parquet as pq
 
     fn = rows.fn
@@ -131,6 +143,8 @@ def _write_direct(rows: TaggedRows, targets: dict[str, str], overwrite: bool) ->
         where = {tag: str(f) for tag, f in folders.items()}
         manifest = rows.inputs.mapInArrow(lambda batches: write_parts(fn(batches), where),
                                           common.spark_schema(MANIFEST_DDL)).collect()
+        if before_commit is not None:
+            before_commit()
         totals = {}
         for tag, folder in folders.items():
             mine = [r for r in manifest if r["tag"] == tag]
@@ -204,7 +218,8 @@ def delete_keys(client: Any, bucket: str, keys: list[str]) -> None:
                                                      "Quiet": True})
 
 
-def _write_s3(rows: TaggedRows, locs: dict[str, common.Location], overwrite: bool) -> dict[str, int]:
+def _write_s3(rows: TaggedRows, locs: dict[str, common.Location], overwrite: bool,
+              before_commit: Callable[[], None] | None) -> dict[str, int]:
     """Each table commits by one PUT of its manifest; until then readers see its previous manifest. A failed
     run deletes its own parts of every table (tables already committed by it stay, each whole)."""
     import pyarrow.parquet as pq
@@ -225,6 +240,8 @@ def _write_s3(rows: TaggedRows, locs: dict[str, common.Location], overwrite: boo
     try:
         manifest = rows.inputs.mapInArrow(lambda batches: write_parts(fn(batches), folders, s3=True),
                                           common.spark_schema(MANIFEST_DDL)).collect()
+        if before_commit is not None:
+            before_commit()
         for tag, table in tables.items():
             mine = [r for r in manifest if r["tag"] == tag]
             parts = sorted(f"{run}/{r['part']}" for r in mine if r["part"])

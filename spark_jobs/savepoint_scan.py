@@ -30,6 +30,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs import common
+from spark_jobs.columns import ColumnBuffer, Columns
 from spark_jobs.parquet_output import ArrowRows, table_batches, write_table
 from spark_jobs.progress import Progress
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from upgrade_gate.flink.metadata.model import CheckpointMetadata
+    from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 
 JOB = "savepoint_scan"
 SCHEMA_DDL = (
@@ -81,7 +82,7 @@ def savepoint_job_rows(spark: SparkSession, source: str) -> list[tuple[str, str]
 _ROWS_PER_BATCH = 20_000  # operator rows a worker holds before handing them on as one Arrow batch
 
 
-def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str, Any]]:
+def operator_columns(job: str, savepoint: str, client: Any | None) -> Columns:
     """Find, read and parse one job's newest savepoint; one row per operator state (the inspect view).
 
     Reads the parsed model directly rather than the `inspect` JSON: a fleet scan does this for
@@ -90,88 +91,95 @@ def operator_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str
     from upgrade_gate.storage.savepoints import read_metadata_blob
 
     blob = read_metadata_blob(savepoint, client=client, job_folder=True)  # each row names one job's savepoints
-    return metadata_rows(job, savepoint, blob.source, parse_metadata(blob.data, blob.source, blob.base_dir))
+    return metadata_columns(job, savepoint, blob.source, parse_metadata(blob.data, blob.source, blob.base_dir))
 
 
-def metadata_rows(job: str, savepoint: str, source: str, meta: CheckpointMetadata) -> list[dict[str, Any]]:
-    """`operator_rows` of a `_metadata` already parsed (`source`: where it was read; `fleet_gate` parses it
-    once for these rows and the check)."""
+def metadata_columns(job: str, savepoint: str, source: str, meta: CheckpointMetadata) -> Columns:
+    """`operator_columns` of a `_metadata` already parsed (`source`: where it was read; `fleet_gate` parses it
+    once for these rows and the check). A savepoint without operators is one row without an operator."""
     from upgrade_gate.flink.metadata.json_view import properties_json
 
     props = properties_json(meta.properties) or {}
-    head = {"job": job, "savepoint": savepoint, "metadata": source, "metadata_version": meta.version,
-            "checkpoint_id": meta.checkpoint_id, "snapshot_type": props.get("type"),
-            "snapshot_format": props.get("format"), "error": None}
-    rows = []
-    for op in meta.operator_states:
-        kinds: set[str] = set()
-        names: dict[str, str] = {}
-        sizes = dict.fromkeys(_KINDS, 0)
-        channel = finished = 0
-        for st in op.subtask_states.values():
-            finished += st.finished
-            if not st.has_state:  # most subtasks: nothing to add up
-                continue
-            channel += st.channel_state_size
-            for kind, handles in ((_KINDS[0], st.managed_keyed_state), (_KINDS[1], st.raw_keyed_state),
-                                  (_KINDS[2], st.managed_operator_state), (_KINDS[3], st.raw_operator_state)):
-                for handle in handles:
-                    kinds.add(kind)
-                    sizes[kind] += handle.state_size
-                    for state, info in getattr(handle, "state_name_to_partition_offsets", {}).items():
-                        names[state] = info.mode.name
-        if op.coordinator_state is not None:
-            kinds.add("coordinator")
-        if channel:
-            kinds.add("channel")
-        ordered = sorted(names)
-        rows.append({**head, "operator_id": op.operator_id_hex, "name": op.name, "uid": op.uid,
-                     "parallelism": op.parallelism, "max_parallelism": op.max_parallelism,
-                     "fully_finished": op.fully_finished, "finished_subtasks": finished,
-                     "subtasks": len(op.subtask_states), "state_kinds": sorted(kinds), "state_names": ordered,
-                     "state_modes": [names[n] for n in ordered],
-                     "coordinator_state_bytes": op.coordinator_state.state_size if op.coordinator_state else 0,
-                     **{f"{k}_bytes": v for k, v in sizes.items()}, "channel_state_bytes": channel,
-                     "state_bytes": op.state_size})
-    return rows or [{**head, "error": None}]
+    ops = meta.operator_states
+    n = max(1, len(ops))
+    cols: Columns = {"job": [job] * n, "savepoint": [savepoint] * n, "metadata": [source] * n,
+                     "metadata_version": [meta.version] * n, "checkpoint_id": [meta.checkpoint_id] * n,
+                     "snapshot_type": [props.get("type")] * n, "snapshot_format": [props.get("format")] * n}
+    if not ops:
+        return cols
+    per_op = [_operator_facts(op) for op in ops]
+    for k, name in enumerate(_OPERATOR_COLUMNS):
+        cols[name] = [facts[k] for facts in per_op]
+    return cols
+
+
+_OPERATOR_COLUMNS = (
+    "operator_id", "name", "uid", "parallelism", "max_parallelism", "fully_finished", "finished_subtasks",
+    "subtasks", "state_kinds", "state_names", "state_modes", "coordinator_state_bytes",
+    *(f"{k}_bytes" for k in _KINDS), "channel_state_bytes", "state_bytes")
+
+
+def _operator_facts(op: OperatorState) -> tuple[Any, ...]:
+    """One operator's values, in `_OPERATOR_COLUMNS` order."""
+    kinds: set[str] = set()
+    names: dict[str, str] = {}
+    sizes = dict.fromkeys(_KINDS, 0)
+    channel = finished = 0
+    for st in op.subtask_states.values():
+        finished += st.finished
+        if not st.has_state:  # most subtasks: nothing to add up
+            continue
+        channel += st.channel_state_size
+        for kind, handles in ((_KINDS[0], st.managed_keyed_state), (_KINDS[1], st.raw_keyed_state),
+                              (_KINDS[2], st.managed_operator_state), (_KINDS[3], st.raw_operator_state)):
+            for handle in handles:
+                kinds.add(kind)
+                sizes[kind] += handle.state_size
+                for state, info in getattr(handle, "state_name_to_partition_offsets", {}).items():
+                    names[state] = info.mode.name
+    if op.coordinator_state is not None:
+        kinds.add("coordinator")
+    if channel:
+        kinds.add("channel")
+    ordered = sorted(names)
+    return (op.operator_id_hex, op.name, op.uid, op.parallelism, op.max_parallelism, op.fully_finished, finished,
+            len(op.subtask_states), sorted(kinds), ordered, [names[n] for n in ordered],
+            op.coordinator_state.state_size if op.coordinator_state else 0, *sizes.values(), channel,
+            op.state_size)
 
 
 def scan_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None,
-                   rows_of: Callable[[str, str, Any], list[dict[str, Any]]] | None = None,
+                   columns_of: Callable[[str, str, Any], Columns] | None = None,
                    schema_ddl: str | None = None) -> Iterator[pa.RecordBatch]:
-    """Executor side: one boto3 client per task, every job of the task -> its rows (`rows_of(job, savepoint,
-    client)`: this job's `operator_rows`, or another per-savepoint table's, e.g. `state_serializers`). A job
+    """Executor side: one boto3 client per task, every job of the task -> its rows (`columns_of(job, savepoint,
+    client)`: this job's `operator_columns`, or another per-savepoint table's, e.g. `state_serializers`). A job
     that cannot be read becomes one error row; rows are written every `_ROWS_PER_BATCH` so a task's memory
     stays flat."""
-    import pyarrow as pa
-
     from hashing.errors import InputError
     from spark_jobs.progress import Ticker
 
-    rows_of = rows_of or operator_rows
+    columns_of = columns_of or operator_columns
     ticker = Ticker(progress)
 
     common.tune_worker_gc()
-    schema = common.arrow_schema(schema_ddl or SCHEMA_DDL)
+    pending = ColumnBuffer(common.arrow_schema(schema_ddl or SCHEMA_DDL))
     client = None
     for batch in batches:
-        rows: list[dict[str, Any]] = []
         for job, savepoint in zip(batch.column("job").to_pylist(), batch.column("savepoint").to_pylist(),
                                   strict=True):
             try:
                 if client is None and savepoint.startswith(("s3://", "s3a://")):
                     client = common.s3_client()
-                rows.extend(rows_of(job, savepoint, client))
+                pending.add(columns_of(job, savepoint, client))
             except InputError as exc:  # missing savepoint, bad _metadata, S3 errors (StorageError)
-                rows.append({"job": job, "savepoint": savepoint, "error": str(exc)})
+                pending.add_row({"job": job, "savepoint": savepoint, "error": str(exc)})
             except Exception as exc:
-                rows.append({"job": job, "savepoint": savepoint, "error": f"{type(exc).__name__}: {exc}"})
+                pending.add_row({"job": job, "savepoint": savepoint, "error": f"{type(exc).__name__}: {exc}"})
             ticker.tick()
-            if len(rows) >= _ROWS_PER_BATCH:  # an input batch can hold a whole task's jobs: 50 rows each
-                yield pa.RecordBatch.from_pylist(rows, schema=schema)
-                rows = []
-        if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+            if len(pending) >= _ROWS_PER_BATCH:  # an input batch can hold a whole task's jobs: 50 rows each
+                yield pending.take()
+        if len(pending):
+            yield pending.take()
     ticker.close()
 
 

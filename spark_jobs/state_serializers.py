@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_jobs import common, savepoint_scan
+from spark_jobs import columns, common, savepoint_scan
+from spark_jobs.columns import Columns
 from spark_jobs.parquet_output import ArrowRows
 
 if TYPE_CHECKING:
@@ -114,10 +115,15 @@ def serializer_rows(job: str, savepoint: str, client: Any | None) -> list[dict[s
     return rows or [head]
 
 
+def _serializer_columns(job: str, savepoint: str, client: Any | None) -> Columns:
+    return columns.from_rows(serializer_rows(job, savepoint, client))
+
+
 def scan_rows(jobs: DataFrame, progress: tuple[str, int] | None = None) -> ArrowRows:
     """(job, savepoint) rows -> one row per state of each job's newest savepoint."""
     return ArrowRows(jobs.select("job", "savepoint"),
-                     lambda it: savepoint_scan.scan_partition(it, progress, serializer_rows, SCHEMA_DDL), SCHEMA_DDL)
+                     lambda it: savepoint_scan.scan_partition(it, progress, _serializer_columns, SCHEMA_DDL),
+                     SCHEMA_DDL)
 
 
 def state_serializers(jobs: DataFrame) -> DataFrame:

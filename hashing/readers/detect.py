@@ -31,9 +31,10 @@ class LoadedGraph:
 
 
 def _extras(doc: Any) -> dict[int, dict[str, Any]]:
+    """Node id -> its descriptive fields; a node without any (most) is passed over with one C-level check."""
     extras: dict[int, dict[str, Any]] = {}
     for raw in doc.get("nodes") or ():
-        if isinstance(raw, dict) and type(raw.get("id")) is int:
+        if isinstance(raw, dict) and type(raw.get("id")) is int and not raw.keys().isdisjoint(DESCRIPTIVE_FIELDS):
             found = {k: raw[k] for k in DESCRIPTIVE_FIELDS if k in raw}
             if found:
                 extras[raw["id"]] = found

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 
@@ -23,6 +24,7 @@ from hashing.operator_ids import compute_operator_ids
 from hashing.readers import load_graph
 from spark_jobs import common, fleet_check, fleet_gate, fleet_ids, savepoint_scan
 from spark_jobs.parquet_output import TaggedRows, read_table, write_tables
+from tests.fault_proxy import FaultProxy
 from tests.spark_support import SparkEnv, spark, spark_env  # noqa: F401  (fixtures)
 from upgrade_gate.flink.metadata import to_json
 from upgrade_gate.gate.check import check_upgrade
@@ -299,6 +301,47 @@ def test_fleet_gate_on_s3_equals_the_local_pass(spark_env: SparkEnv, spark, flee
     assert not [k for k in keys if ".inputs-" in k]  # the staged inputs are gone
     doc = json.loads(client.get_object(Bucket="gate", Key="out/summary.json")["Body"].read())
     assert doc["verdicts"] == local["verdicts"]
+
+
+def _upload_subset(client: Any, bucket: str, prefix: str, root: Path, jobs: list[dict[str, Any]], tmp: Path) -> None:
+    for j in jobs:
+        shutil.copytree(root / j["savepoint"], tmp / "savepoints" / j["job"], dirs_exist_ok=True)
+        (tmp / "upgrades").mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / j["upgrade"], tmp / "upgrades" / f"{j['job']}.json")
+    upload_fleet(client, bucket, tmp, prefix, ("savepoints", "upgrades"))
+
+
+def test_fleet_gate_stopped_between_s3_commits_leaves_no_stale_summary(spark_env: SparkEnv, spark, fleet,  # noqa: F811
+                                                                       tmp_path, monkeypatch) -> None:
+    """On s3:// the three tables commit one after another, then summary.json. A rerun that stops after its
+    first commit (here S3 refuses the second table's manifest PUT, on the wire) must not leave the previous
+    run's gate document beside tables it did not describe: the summary is gone (a DAG gating on it fails
+    closed), the committed ids table is the new run's, the other two still the previous run's, each whole."""
+    root, jobs = fleet
+    client = spark_env.s3.client()
+    client.create_bucket(Bucket="stale")
+    _upload_subset(client, "stale", "before", root, jobs[:12], tmp_path / "before")
+    _upload_subset(client, "stale", "after", root, jobs[:7], tmp_path / "after")
+    for k, v in spark_env.aws_env.items():
+        monkeypatch.setenv(k, v)
+    first = fleet_gate.run_gate(spark, "s3://stale/before/upgrades", "s3://stale/before/savepoints", "s3://stale/out")
+    assert sum(first["verdicts"].values()) == 12
+    port = urlparse(spark_env.s3.endpoint).port
+    assert port
+    with FaultProxy("127.0.0.1", port) as proxy:
+        proxy.add_rule(r"^/stale/out/scan/_manifest\.json$", "status", method="PUT", status=403, times=-1)
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", proxy.url)
+        with pytest.raises(Exception, match=r"AccessDenied|403|Forbidden"):
+            fleet_gate.run_gate(spark, "s3://stale/after/upgrades", "s3://stale/after/savepoints", "s3://stale/out",
+                                overwrite=True)
+        assert ("PUT", "/stale/out/scan/_manifest.json", "status") in proxy.log
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", spark_env.s3.endpoint)
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="stale", Prefix="out/")["Contents"]]
+    assert "out/summary.json" not in keys
+    assert {r["job"] for r in read_table("s3://stale/out/ids").to_pylist()} == {j["job"] for j in jobs[:7]}
+    for table in ("scan", "verdicts"):
+        assert {r["job"] for r in read_table(f"s3://stale/out/{table}").to_pylist()} == {j["job"] for j in jobs[:12]}
+    assert not [k for k in client.list_objects_v2(Bucket="stale")["Contents"] if ".inputs-" in k["Key"]]
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])

@@ -51,13 +51,14 @@ operator without keyed input (it took the id by position) is misrouting: it used
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hashing.errors import InputError
 from hashing.graph import StreamGraph
-from hashing.operator_ids import OperatorIds, compute_operator_ids
+from hashing.operator_ids import compute_operator_ids
 from hashing.readers import LoadedGraph
 from hashing.versions import FlinkVersion
 from upgrade_gate.flink.assignment.state_assignment import MATCHING_MODES
@@ -86,7 +87,9 @@ def savepoint_pointer(metadata: CheckpointMetadata) -> str:
     d = src.rsplit("/", 1)[0] if src.endswith("_metadata") and "/" in src else src
     if "://" in d:
         return d
-    return "file:" + str(Path(d).resolve())
+    # `Path.resolve` is this realpath plus a pathlib object and a stat (for symlink loops, which a directory
+    # the savepoint was just read from cannot hold): a fleet check asks it once per job
+    return "file:" + os.path.realpath(d)
 
 
 @dataclass(frozen=True)
@@ -156,17 +159,21 @@ def _operator_rows(metadata: CheckpointMetadata, graph: StreamGraph, sim: Simula
             if r.old is not None:
                 by_state[r.old.operator_id] = r
     rows = []
-    for op in metadata.operator_states:
+    for op in metadata.operator_states:  # one row per savepoint operator of every job a fleet checks
         r = by_state.get(op.operator_id)
-        node = graph.by_id[r.node_id] if r else None
-        rows.append({"operator_id": op.operator_id_hex, "name": op.name or (node.name if node else None),
-                     "uid": op.uid or (node.uid if node else None),
-                     "matched_by": r.matched_by if r else "none", "new_node_id": r.node_id if r else None,
-                     "new_node_name": node.name if node else None,
-                     "new_operator_id": r.pair.generated.hex() if r else None,
-                     "state_bytes": op.state_size,
-                     "lost_bytes": min(op.state_size, lost_by_id.get(op.operator_id_hex, 0)),
-                     "state_names": state_names(op), "rescale": _rescale(r) if r and rescale_detail else None})
+        oid = op.operator_id.hex()
+        size = op.state_size
+        lost = min(size, lost_by_id.get(oid, 0))
+        if r is None:
+            rows.append({"operator_id": oid, "name": op.name or None, "uid": op.uid or None, "matched_by": "none",
+                         "new_node_id": None, "new_node_name": None, "new_operator_id": None, "state_bytes": size,
+                         "lost_bytes": lost, "state_names": state_names(op), "rescale": None})
+            continue
+        node = graph.by_id[r.node_id]
+        rows.append({"operator_id": oid, "name": op.name or node.name, "uid": op.uid or node.uid,
+                     "matched_by": r.matched_by, "new_node_id": r.node_id, "new_node_name": node.name,
+                     "new_operator_id": r.pair.generated.hex(), "state_bytes": size, "lost_bytes": lost,
+                     "state_names": state_names(op), "rescale": _rescale(r) if rescale_detail else None})
     if sim.assignment is not None:
         for nid, r in sim.assignment.operators.items():
             if r.old is None:
@@ -191,13 +198,15 @@ def _migration(graph: StreamGraph, ids: Any, sim: Simulation) -> list[dict[str, 
     return rows
 
 
-def _evaluate(metadata: CheckpointMetadata, side: misrouting.GraphSide, hasher: str, matching: str,
+def _evaluate(facts: findings.SavepointFacts, side: misrouting.GraphSide, hasher: str, matching: str,
               version: FlinkVersion, allow: bool, pointer: str, old: misrouting.GraphSide | None
-              ) -> tuple[OperatorIds, Simulation, Simulation, findings.Findings, Verdict]:
+              ) -> tuple[findings.RuleContext, Simulation, findings.Findings, Verdict]:
     """Simulate, run the finding rules, and decide the verdict (precedence: `Verdict.severity`).
 
-    Returns (ids, the simulation, the one to show: if Flink fails, what would match with
-    --allowNonRestoredState, so losses and misrouting are still named, findings, verdict)."""
+    `facts` are the savepoint's, shared by every pass of one `check_upgrade` (`findings.SavepointFacts`).
+    Returns (the rules' context: ids and simulation, the simulation to show: if Flink fails, what would
+    match with --allowNonRestoredState, so losses and misrouting are still named, findings, verdict)."""
+    metadata = facts.metadata
     graph = side.graph
     ids = compute_operator_ids(graph, hasher, version)
     old_stream = old.graph if old is not None else None
@@ -210,8 +219,8 @@ def _evaluate(metadata: CheckpointMetadata, side: misrouting.GraphSide, hasher: 
         shown = hypothetical if hypothetical.failure is None else sim
     # the state-schema rule reads state files, so it is this module's link in the chain: SNAPSHOT_RULES
     # stays free of I/O and of the import it would need
-    found = findings.collect(findings.RuleContext.of(metadata, graph, sim, ids),
-                             (*findings.SNAPSHOT_RULES, state_schema_rules.kryo_upgrade_misreads))
+    ctx = findings.RuleContext.of(metadata, graph, sim, ids, facts)
+    found = findings.collect(ctx, (*findings.SNAPSHOT_RULES, state_schema_rules.kryo_upgrade_misreads))
     if shown.assignment is not None:
         old_ids = []
         if old is not None:
@@ -227,7 +236,7 @@ def _evaluate(metadata: CheckpointMetadata, side: misrouting.GraphSide, hasher: 
         verdict = Verdict.STATE_MISROUTED
     else:
         verdict = Verdict.STATE_LOSS if found.losses else Verdict.SAFE
-    return ids, sim, shown, found, verdict
+    return ctx, shown, found, verdict
 
 
 def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | StreamGraph | str | Path, *,
@@ -248,8 +257,10 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | Stre
     old = misrouting.old_graph_side(old_graph)
     version = flink_version if isinstance(flink_version, FlinkVersion) else FlinkVersion.parse(flink_version)
     pointer = pointer or savepoint_pointer(metadata)
-    ids, sim, shown, found, verdict = _evaluate(metadata, side, hasher, matching, version, allow_non_restored_state,
-                                                pointer, old)
+    facts = findings.SavepointFacts(metadata)
+    ctx, shown, found, verdict = _evaluate(facts, side, hasher, matching, version, allow_non_restored_state,
+                                           pointer, old)
+    ids, sim = ctx.ids, ctx.sim
     losses = [x.to_json() for x in found.losses]
     rows = _operator_rows(metadata, graph, shown, losses, rescale_detail)
     writers = {m.state.operator_id_hex: (m.writer or {}).get("name") for m in found.wrong_receiver}
@@ -257,7 +268,7 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | Stre
         if writers.get(row["operator_id"]) and not any(o.name for o in metadata.operator_states
                                                      if o.operator_id_hex == row["operator_id"]):
             row["name"] = writers[row["operator_id"]]
-    found = found.with_(findings.mixed_max_parallelism(findings.RuleContext.of(metadata, graph, sim, ids), found))
+    found = found.with_(findings.mixed_max_parallelism(ctx, found))
     remedies: list[remedies_mod.Remedy] = []
     remedied = None
     if with_remedies and (found.lost_states or found.wrong_receiver):
@@ -267,12 +278,12 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | Stre
             remedies = [r for r in remedies if r.node_id is not None and str(r.node_id) not in side.sql_state]
         if any(r.action for r in remedies):
             fixed = misrouting.GraphSide(remedies_mod.apply(graph, remedies), side.extras, side.origin)
-            remedied = _evaluate(metadata, fixed, hasher, matching, version, allow_non_restored_state, pointer, old)[4]
+            remedied = _evaluate(facts, fixed, hasher, matching, version, allow_non_restored_state, pointer, old)[3]
     misrouted = tuple(m.to_json(graph, state_names(m.state)) for m in found.wrong_receiver)
     extra = upgrade_checks.run(metadata, sim, version, old_savepoint=old_savepoint,
                                new_job_savepoint=new_job_savepoint,
                                flink_config=str(flink_config) if flink_config is not None else None, settings=settings)
-    sql_errors = sql_state_rules.check(metadata, sim, side)
+    sql_errors = sql_state_rules.check(metadata, sim, side, lambda: state_schema_rules.savepoint_schemas(facts))
     if sql_errors:  # a SQL operator kept its ID, its key or state row changed (upgrade_gate/gate/sql_state_rules.py)
         extra = sql_state_rules.fold(extra, sql_errors, metadata)
     # SQL state restored under another meaning (group key, aggregate, window, top-N): upgrade_gate/gate/sql_meaning.py

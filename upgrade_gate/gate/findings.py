@@ -29,7 +29,7 @@ from upgrade_gate.flink.simulation import Simulation
 from upgrade_gate.gate import misrouting
 
 __all__ = ["OPERATOR_RULES", "SNAPSHOT_RULES", "Findings", "Loss", "Note", "Orphan", "PositionClaim", "RuleContext",
-           "collect", "merge_misrouting", "state_names"]
+           "SavepointFacts", "collect", "merge_misrouting", "state_names"]
 
 
 def state_names(op: OperatorState) -> list[str]:
@@ -40,7 +40,9 @@ def state_names(op: OperatorState) -> list[str]:
             names.add("keyed")
         if s.raw_keyed_state:
             names.add("raw keyed")
-        for h in (*s.managed_operator_state, *s.raw_operator_state):
+        for h in s.managed_operator_state:
+            names.update(h.state_name_to_partition_offsets)
+        for h in s.raw_operator_state:
             names.update(h.state_name_to_partition_offsets)
         if s.input_channel_state or s.result_subpartition_state:
             names.add("channel state")
@@ -50,7 +52,14 @@ def state_names(op: OperatorState) -> list[str]:
 
 
 def keyed_bytes(op: OperatorState) -> int:
-    return sum(h.state_size for s in op.subtask_states.values() for h in (*s.managed_keyed_state, *s.raw_keyed_state))
+    """Bytes of keyed state (managed and raw) over all subtasks; a loop: asked of every restored operator."""
+    total = 0
+    for s in op.subtask_states.values():
+        for h in s.managed_keyed_state:
+            total += h.state_size
+        for h in s.raw_keyed_state:
+            total += h.state_size
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,23 +146,47 @@ class Findings:
         return Findings(tuple(losses), tuple(notes), tuple(claims), tuple(wrong), tuple(orphans))
 
 
+class SavepointFacts:
+    """What the rules ask of one parsed savepoint, worked out once per `check_upgrade` call.
+
+    `check_upgrade` runs the rule chain once per graph (the new one, then the remedied one for
+    `verdict_with_remedies`) against the same savepoint, and every pass asks which operators hold state
+    (`present`); a fleet check asks it for thousands of jobs. `state_schemas` is the state-schema rules'
+    slot for the proxies they read (`state_schema_rules.savepoint_schemas`: I/O, so read only when a rule
+    needs them, and once for all passes and rules)."""
+
+    __slots__ = ("metadata", "present", "state_schemas")
+
+    def __init__(self, metadata: CheckpointMetadata) -> None:
+        self.metadata = metadata
+        # savepoint operator ids that hold state
+        self.present = frozenset(op.operator_id for op in metadata.operator_states if has_state(op))
+        self.state_schemas: tuple[Any, ...] | None = None
+
+
 @dataclass(frozen=True)
 class RuleContext:
     metadata: CheckpointMetadata
     graph: StreamGraph
     sim: Simulation
     ids: OperatorIds
-    present: frozenset[bytes]  # savepoint operator ids that hold state
+    facts: SavepointFacts  # shared by every pass over this savepoint
     claimants: dict[bytes, list[int]] = field(default_factory=dict)  # every id -> nodes that list it
 
+    @property
+    def present(self) -> frozenset[bytes]:
+        """Savepoint operator ids that hold state."""
+        return self.facts.present
+
     @classmethod
-    def of(cls, metadata: CheckpointMetadata, graph: StreamGraph, sim: Simulation, ids: OperatorIds) -> RuleContext:
+    def of(cls, metadata: CheckpointMetadata, graph: StreamGraph, sim: Simulation, ids: OperatorIds,
+           facts: SavepointFacts | None = None) -> RuleContext:
+        """The context of one pass; `facts` (of `metadata`) carries what an earlier pass already worked out."""
         claimants: dict[bytes, list[int]] = {}
         for pair in ids.pairs.values():
             for i in (pair.generated, *pair.alternatives):
                 claimants.setdefault(i, []).append(pair.node_id)
-        present = frozenset(op.operator_id for op in metadata.operator_states if has_state(op))
-        return cls(metadata, graph, sim, ids, present, claimants)
+        return cls(metadata, graph, sim, ids, facts if facts is not None else SavepointFacts(metadata), claimants)
 
 
 SnapshotRule = Callable[[RuleContext, Findings], Iterable[Finding]]
@@ -211,9 +244,12 @@ def claimed_by_several(ctx: RuleContext, so_far: Findings) -> Iterator[Finding]:
     graph, ids = ctx.graph, ctx.ids
     orphaned = {s.operator_id for s in so_far.lost_states}
     lost_ids = so_far.lost_ids()
+    present = ctx.present
     for sid, listed in ctx.claimants.items():
-        nodes = sorted({n for n in listed if _effective_id(ids.pairs[n], ctx.present) == sid})
-        if sid not in ctx.present or len(nodes) < 2:
+        if sid not in present or len(listed) < 2:  # a state nobody else can claim: most ids
+            continue
+        nodes = sorted({n for n in listed if _effective_id(ids.pairs[n], present) == sid})
+        if len(nodes) < 2:
             continue
         names = ", ".join(f"'{graph.by_id[n].name}'" for n in nodes)
         yield Note(f"state {sid.hex()} is claimed by several operators ({names}); Flink visits job vertices in "

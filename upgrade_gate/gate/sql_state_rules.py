@@ -26,7 +26,7 @@ type the reader does not model: RAW, structured) only the serializers are compar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,31 +153,37 @@ def predict(old: OperatorSchemas, entry: dict[str, Any]) -> Iterator[SqlStateErr
 
 
 def sql_state_errors(metadata: Any, restores: Iterable[Any], sql_state: dict[str, Any] | None,
-                     opener: Any = None) -> list[SqlStateError]:
+                     opener: Any = None,
+                     schemas: Callable[[], Iterable[OperatorSchemas]] | None = None) -> list[SqlStateError]:
     """Every restored SQL operator whose state Flink would refuse. `restores`: the simulation's
-    `OperatorRestore`s (the old state each new node receives); `opener`: the state-file opener."""
+    `OperatorRestore`s (the old state each new node receives); `opener`: the state-file opener;
+    `schemas`: the savepoint's proxies as another rule already read them (`check_upgrade` reads them once)."""
     if not sql_state:
         return []
     received = {r.old.operator_id_hex: str(r.pair.node_id) for r in restores if r.old is not None}
     if not received:
         return []
     out: list[SqlStateError] = []
-    for schemas in read_state_schemas(metadata, opener or state_stream_opener(), tolerant=True):
-        node = received.get(schemas.operator_id)
+    read = schemas() if schemas is not None else read_state_schemas(metadata, opener or state_stream_opener(),
+                                                                     tolerant=True)
+    for op in read:
+        node = received.get(op.operator_id)
         entry = sql_state.get(node) if node is not None else None
         if isinstance(entry, dict):
-            out += predict(schemas, entry)
+            out += predict(op, entry)
     return out
 
 
-def check(metadata: Any, sim: Any, side: Any) -> list[SqlStateError]:
+def check(metadata: Any, sim: Any, side: Any,
+          schemas: Callable[[], Iterable[OperatorSchemas]] | None = None) -> list[SqlStateError]:
     """The rule for `check_upgrade`: the exported graph's `sql_state` (carried by `GraphSide`, read with the
-    graph) against the state the simulation restores. Graphs without SQL operators have none and pay nothing."""
+    graph) against the state the simulation restores. Graphs without SQL operators have none and pay nothing.
+    `schemas`: the savepoint's proxies, read on first call (shared with the other rules of the same check)."""
     if sim.failure is not None or sim.assignment is None:
         return []
     if not side.sql_state:
         return []
-    return sql_state_errors(metadata, sim.assignment.operators.values(), side.sql_state)
+    return sql_state_errors(metadata, sim.assignment.operators.values(), side.sql_state, schemas=schemas)
 
 
 def fold(extra: ExtraChecks, errors: list[SqlStateError], metadata: Any) -> ExtraChecks:

@@ -30,10 +30,10 @@ from typing import Any
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 from upgrade_gate.flink.state_meta import OperatorSchemas, SerializerSnapshot, StateMetaInfo, read_state_schemas
 from upgrade_gate.flink.state_meta.streams import Opener
-from upgrade_gate.gate.findings import Findings, Loss, Note, RuleContext
+from upgrade_gate.gate.findings import Findings, Loss, Note, RuleContext, SavepointFacts
 from upgrade_gate.storage.state_files import state_stream_opener
 
-__all__ = ["KryoMisread", "crosses_kryo_upgrade", "kryo_misreads", "kryo_upgrade_misreads"]
+__all__ = ["KryoMisread", "crosses_kryo_upgrade", "kryo_misreads", "kryo_upgrade_misreads", "savepoint_schemas"]
 
 LAST_1X_METADATA_VERSION = 4  # Flink 1.17-1.20 write `_metadata` v4; 2.0 writes v5
 # java.util (and java.util.concurrent) collections and maps, concrete or interfaces, inner classes included
@@ -124,25 +124,25 @@ def _where(m: KryoMisread) -> str:
     return f"state '{m.state.name}' ({m.state.kind}{', ' + m.role if m.role != 'VALUE_SERIALIZER' else ''}){place}"
 
 
-_last_read: tuple[CheckpointMetadata, tuple[OperatorSchemas, ...]] | None = None
+def savepoint_schemas(facts: SavepointFacts) -> tuple[OperatorSchemas, ...]:
+    """`read_state_schemas` of the savepoint (tolerant, the storage layer's opener), read at most once per
+    `check_upgrade`.
+
+    `check_upgrade` runs the rule chain again on the remedied graph for the same savepoint
+    (`verdict_with_remedies`), and the SQL state rule reads the same proxies (`sql_state_rules.check`);
+    the state files are the same, so later readers reuse the first's proxies (kept on the `SavepointFacts`
+    one check shares) instead of re-reading and re-parsing them (in a fleet check the second pass was 1 job
+    in 6, each reading every proxy again: docs/performance.md, "Spark jobs")."""
+    if facts.state_schemas is None:
+        facts.state_schemas = read_state_schemas(facts.metadata, state_stream_opener(), tolerant=True)
+    return facts.state_schemas
 
 
-def _schemas(metadata: CheckpointMetadata, opener: Opener | None) -> tuple[OperatorSchemas, ...]:
-    """`read_state_schemas` of `metadata` (tolerant), read once per savepoint object.
-
-    `check_upgrade` runs the rule chain again on the remedied graph for the same parsed savepoint
-    (`verdict_with_remedies`); its state files are the same, so the second pass reuses the first's proxies
-    instead of re-reading and re-parsing them (in a fleet check that was 1 job in 6, each reading every
-    proxy again: docs/performance.md, "Spark jobs"). Only the default opener's reads are kept, and only
-    for the last savepoint (by identity: a parsed savepoint is immutable), so nothing grows with a fleet."""
-    global _last_read
-    last = _last_read
-    if opener is None and last is not None and last[0] is metadata:
-        return last[1]
-    schemas = read_state_schemas(metadata, opener or state_stream_opener(), tolerant=True)
-    if opener is None:
-        _last_read = (metadata, schemas)
-    return schemas
+def _schemas(ctx: RuleContext, opener: Opener | None) -> tuple[OperatorSchemas, ...]:
+    """The context's proxies: once per check with the default opener; a caller's own opener is asked every time."""
+    if opener is not None:
+        return read_state_schemas(ctx.metadata, opener, tolerant=True)
+    return savepoint_schemas(ctx.facts)
 
 
 def kryo_upgrade_misreads(ctx: RuleContext, so_far: Findings, opener: Opener | None = None) -> Iterator[Loss | Note]:
@@ -156,7 +156,7 @@ def kryo_upgrade_misreads(ctx: RuleContext, so_far: Findings, opener: Opener | N
         return
     lost = {s.operator_id_hex for s in so_far.lost_states}
     # tolerant: a state file we cannot parse is a warning on that operator, the rest is still judged
-    schemas = tuple(op for op in _schemas(ctx.metadata, opener) if op.operator_id not in lost)
+    schemas = tuple(op for op in _schemas(ctx, opener) if op.operator_id not in lost)
     by_id: dict[str, OperatorState] = {op.operator_id_hex: op for op in ctx.metadata.operator_states}
     blocking: dict[str, list[KryoMisread]] = {}
     for m in kryo_misreads(schemas):

@@ -14,11 +14,13 @@ larger than `MAX_METADATA_BYTES` is refused before it is read) and on S3 in time
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from stat import S_ISDIR, S_ISREG
+from typing import Any, BinaryIO
 
 from upgrade_gate.flink.metadata import METADATA_FILE_NAME, CheckpointMetadata, parse_metadata
 from upgrade_gate.storage.s3 import (
@@ -73,15 +75,35 @@ def one_job_or_refuse(name: str, snapshot_dirs: list[str], shown: list[str]) -> 
 def _newest(candidates: list[tuple[float, str, Any]]) -> Any:
     """Newest by modification time; when every candidate is a `chk-<n>` of one folder (a job's retained
     checkpoints), the highest checkpoint number: Flink's counter, which copies and uploads keep."""
-    numbers = [_CHECKPOINT_DIR.fullmatch(Path(c[1]).name) for c in candidates]
+    numbers = [_CHECKPOINT_DIR.fullmatch(os.path.basename(c[1])) for c in candidates]  # a scandir entry: its name
     if candidates and all(numbers) and len({str(Path(c[1]).parent) for c in candidates}) == 1:
         return max(zip(numbers, candidates, strict=True), key=lambda x: int(x[0].group(1)))[1][2]  # type: ignore[union-attr]
     return max(candidates, key=lambda c: (c[0], c[1]))[2]
 
 
-def _local_candidates(root: Path) -> list[tuple[float, str, Path]]:
-    """Complete snapshot directories below `root` (a few levels; a snapshot's own files are not searched)."""
-    found: list[tuple[float, str, Path]] = []
+_IGNORED_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)  # what pathlib's is_dir/is_file ignore
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """`os.stat(path)`, or None where `Path.is_dir()`/`is_file()` would answer False (missing, not a directory
+    on the way, a symlink loop, a NUL byte); other errors propagate as from those calls.
+
+    One stat answers "directory?", "regular file?", mtime and size: a fleet reads thousands of savepoints,
+    and asking pathlib each question was a separate stat call each time."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        if getattr(exc, "errno", None) not in _IGNORED_ERRNOS:
+            raise
+        return None
+    except ValueError:
+        return None
+
+
+def _local_candidates(root: Path) -> list[tuple[float, str, Path, os.stat_result]]:
+    """Complete snapshot directories below `root` (a few levels; a snapshot's own files are not searched),
+    each with the stat of its `_metadata`."""
+    found: list[tuple[float, str, Path, os.stat_result]] = []
     stack = [(root, 1)]
     while stack:
         folder, depth = stack.pop()
@@ -93,42 +115,73 @@ def _local_candidates(root: Path) -> list[tuple[float, str, Path]]:
             if not entry.is_dir(follow_symlinks=False):
                 continue
             meta = Path(entry.path) / METADATA_FILE_NAME
-            if meta.is_file():
-                found.append((meta.stat().st_mtime, entry.path, meta))
+            st = _stat(meta)
+            if st is not None and S_ISREG(st.st_mode):
+                found.append((st.st_mtime, entry.path, meta, st))
             elif depth < LOCAL_SEARCH_DEPTH:
                 stack.append((Path(entry.path), depth + 1))
     return found
 
 
-def _read_local(name: str, max_bytes: int, job_folder: bool) -> MetadataBlob:
+def _local_metadata(name: str, job_folder: bool) -> tuple[Path, os.stat_result]:
+    """The `_metadata` file `name` stands for, and its stat (taken when it was found)."""
     path = local_path(name)
-    if path.is_dir():
+    st = _stat(path)
+    if st is not None and S_ISDIR(st.st_mode):
         meta = path / METADATA_FILE_NAME
-        if not meta.is_file():
-            found = _local_candidates(path)
-            if not found:
-                raise StorageError(f"{name}: no {METADATA_FILE_NAME} in this directory or in any directory below it "
-                                   f"(not a savepoint, or no complete savepoint yet)")
-            if not job_folder:
-                ordered = sorted(found, key=lambda c: (c[0], c[1]), reverse=True)
-                one_job_or_refuse(name, [os.path.relpath(c[1], path).replace(os.sep, "/") for c in found],
-                                  [c[1] for c in ordered])
-            meta = _newest(found)
-    elif path.is_file():
-        meta = path
-    else:
-        raise StorageError(f"{name}: no such file or directory")
+        meta_st = _stat(meta)
+        if meta_st is not None and S_ISREG(meta_st.st_mode):
+            return meta, meta_st
+        found = _local_candidates(path)
+        if not found:
+            raise StorageError(f"{name}: no {METADATA_FILE_NAME} in this directory or in any directory below it "
+                               f"(not a savepoint, or no complete savepoint yet)")
+        if not job_folder:
+            ordered = sorted(found, key=lambda c: (c[0], c[1]), reverse=True)
+            one_job_or_refuse(name, [os.path.relpath(c[1], path).replace(os.sep, "/") for c in found],
+                              [c[1] for c in ordered])
+        chosen = _newest([(c[0], c[1], c) for c in found])
+        return chosen[2], chosen[3]
+    if st is not None and S_ISREG(st.st_mode):
+        return path, st
+    raise StorageError(f"{name}: no such file or directory")
+
+
+def _read_up_to(f: BinaryIO, first: int, limit: int) -> bytes:
+    """What `f.read(limit)` returns (the bytes up to `limit` or the end), asking for `first` bytes first."""
+    chunks: list[bytes] = []
+    left = limit
+    ask = first
+    while left > 0:
+        chunk = f.read(min(left, ask))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+        ask = 1 << 16
+    return b"".join(chunks)
+
+
+def _read_local(name: str, max_bytes: int, job_folder: bool) -> MetadataBlob:
+    """The bytes of the chosen `_metadata`, bounded before and while reading.
+
+    The size comes from the stat that found the file, and the read asks for that size plus one byte
+    (reading on only if the file grew), not for `max_bytes + 1`: a read of 512 MiB makes Python map
+    and unmap a buffer that large for every savepoint. `base_dir` is `os.path.realpath` of the folder,
+    which is what `Path.resolve()` returns; resolve's extra stat only detects a symlink loop, and
+    there is none on the way to a folder whose file was just opened."""
+    meta, st = _local_metadata(name, job_folder)
+    size = st.st_size
+    if size > max_bytes:
+        raise StorageError(f"{meta}: {size} bytes is larger than the {max_bytes}-byte limit for metadata files")
     try:
-        size = meta.stat().st_size
-        if size > max_bytes:
-            raise StorageError(f"{meta}: {size} bytes is larger than the {max_bytes}-byte limit for metadata files")
-        with open(meta, "rb") as f:
-            data = f.read(max_bytes + 1)
+        with open(meta, "rb", buffering=0) as f:
+            data = _read_up_to(f, size + 1, max_bytes + 1)
     except OSError as exc:
         raise StorageError(f"{meta}: cannot read: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
         raise StorageError(f"{meta}: larger than the {max_bytes}-byte limit for metadata files")
-    return MetadataBlob(data, str(meta), str(meta.parent.resolve()))
+    return MetadataBlob(data, str(meta), os.path.realpath(meta.parent))
 
 
 # ---- S3 ---------------------------------------------------------------------------------

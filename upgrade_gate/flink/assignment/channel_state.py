@@ -97,7 +97,12 @@ def _indexes(state: OperatorState | None, kind: str) -> dict[int, list[tuple[int
 
 
 def _has(state: OperatorState | None, kind: str) -> bool:
-    return state is not None and any(getattr(s, kind) for s in state.subtask_states.values())
+    """Whether a subtask of `state` holds channel state of `kind` (a loop: asked of every vertex's ends)."""
+    if state is not None:
+        for s in state.subtask_states.values():
+            if getattr(s, kind):
+                return True
+    return False
 
 
 def _holders(task: TaskStateAssignment, kind: str, expected: OperatorRestore | None) -> list[str]:

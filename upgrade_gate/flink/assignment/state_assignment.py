@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from operator import attrgetter
 
 from hashing.graph import Factory, StreamGraph
 from hashing.job_graph import OperatorIDPair
@@ -39,6 +40,7 @@ from upgrade_gate.flink.metadata.model import OperatorState
 __all__ = ["MATCHING_MODES", "Assignment", "OperatorRestore", "assign_states", "match_vertex"]
 
 MATCHING_MODES = ("fixed", "naive")
+_HAS_STATE = attrgetter("has_state")
 
 
 def _pairs_of(pair: OperatorIDPair, matching: str, hasher: str) -> list[tuple[bytes, tuple[bytes, ...]]]:
@@ -52,11 +54,17 @@ def _pairs_of(pair: OperatorIDPair, matching: str, hasher: str) -> list[tuple[by
 
 def match_vertex(vertex: ExecutionJobVertex, local: dict[bytes, OperatorState], matching: str,
                  hasher: str) -> list[OperatorRestore]:
+    naive = matching == "naive" and hasher == "v3"  # the only case with several entries per pair
     out = []
     for pair in vertex.operators:
         r = OperatorRestore(pair, vertex, max_parallelism=vertex.max_parallelism)
-        for generated, alternatives in _pairs_of(pair, matching, hasher):
-            chosen = next((a for a in alternatives if a in local), generated)
+        entries = _pairs_of(pair, matching, hasher) if naive else ((pair.generated, pair.alternatives),)
+        for generated, alternatives in entries:
+            chosen = generated
+            for a in alternatives:  # the first alternative the savepoint holds
+                if a in local:
+                    chosen = a
+                    break
             state = local.pop(chosen, None)
             if state is None:
                 if r.old is not None:  # perVertex.put(generated, empty) overwrites what an earlier pair found
@@ -101,6 +109,11 @@ def _repartition(st: OperatorState, kind: str, new_parallelism: int) -> list[New
                               for i in range(st.parallelism)], st.parallelism, new_parallelism)
 
 
+def _has_subtask_state(st: OperatorState) -> bool:
+    """Any subtask with a handle of any kind (any() over a map: asked of every matched operator of every job)."""
+    return any(map(_HAS_STATE, st.subtask_states.values()))
+
+
 def _hand_out(old: OperatorState, partitions: list[tuple[int, int]], parallelism: int) -> Handout:
     """What each new subtask gets of `old`: its key-group ranges' keyed state (`reassign_keyed`) and its share of
     the managed and raw operator state (`repartition_state`)."""
@@ -135,7 +148,7 @@ def assign_states(load: LoadResult, vertices: list[ExecutionJobVertex], graph: S
             r.key_groups = partitions
             if r.old is None:
                 continue
-            if not any(sub.has_state for sub in r.old.subtask_states.values()):
+            if not _has_subtask_state(r.old):
                 continue  # no handle of any kind (coordinator state aside): nothing to hand out
             r.hand_out_later(partial(_hand_out, r.old, partitions, vertex.parallelism))
     for r in operators.values():

@@ -20,7 +20,8 @@ __all__ = ["EMPTY_KEY_GROUP_RANGE", "FINISHED_SUBTASK", "ByteStreamStateHandle",
            "MergedResultSubpartitionStateHandle", "Mode", "OperatorState", "OperatorStateHandle",
            "OperatorStreamStateHandle", "OperatorSubtaskState", "OutputStateHandle", "RelativeFileStateHandle",
            "ResultSubpartitionStateHandle", "SegmentFileStateHandle", "StateMetaInfo", "StreamStateHandle",
-           "new_operator_state", "new_subtask_state"]
+           "new_byte_stream_handle", "new_operator_state", "new_operator_stream_handle", "new_state_meta_info",
+           "new_subtask_state"]
 
 
 class Mode(Enum):
@@ -430,10 +431,38 @@ _new = object.__new__
     "managed_operator_state", "raw_operator_state", "managed_keyed_state", "raw_keyed_state",
     "input_channel_state", "result_subpartition_state", "finished", "channel_state_size", "state_size",
     "has_state"))
+(_set_offsets, _set_mode) = _slot_setters(StateMetaInfo, ("offsets", "mode"))
+(_set_states, _set_delegate) = _slot_setters(OperatorStreamStateHandle, ("state_name_to_partition_offsets", "delegate"))
+(_set_handle_name, _set_data) = _slot_setters(ByteStreamStateHandle, ("handle_name", "data"))
 (_set_operator_id, _set_name, _set_uid, _set_parallelism, _set_max_parallelism, _set_coordinator,
  _set_subtask_states, _set_fully_finished, _set_operator_size) = _slot_setters(OperatorState, (
     "operator_id", "name", "uid", "parallelism", "max_parallelism", "coordinator_state", "subtask_states",
     "fully_finished", "state_size"))
+
+
+def new_state_meta_info(offsets: tuple[int, ...], mode: Mode) -> StateMetaInfo:
+    """`StateMetaInfo(offsets, mode)`: built once per operator-state name of every subtask read."""
+    m = _new(StateMetaInfo)
+    _set_offsets(m, offsets)
+    _set_mode(m, mode)
+    return m
+
+
+def new_operator_stream_handle(states: dict[str, StateMetaInfo],
+                               delegate: StreamStateHandle | None) -> OperatorStreamStateHandle:
+    """`OperatorStreamStateHandle(states, delegate)`: the operator state of most stateful subtasks."""
+    h = _new(OperatorStreamStateHandle)
+    _set_states(h, states)
+    _set_delegate(h, delegate)
+    return h
+
+
+def new_byte_stream_handle(handle_name: str, data: bytes) -> ByteStreamStateHandle:
+    """`ByteStreamStateHandle(handle_name, data)`: the usual delegate of operator state (inline bytes)."""
+    h = _new(ByteStreamStateHandle)
+    _set_handle_name(h, handle_name)
+    _set_data(h, data)
+    return h
 
 
 def new_subtask_state(managed_op: tuple[OperatorStateHandle, ...], raw_op: tuple[OperatorStateHandle, ...],

@@ -93,7 +93,11 @@ class MetadataV2V3SerializerBase(ABC):
             r.fail(f"number of master states {n_master} exceeds the bytes left ({r.remaining()})", at)
         masters = tuple(self._master_state(r) for _ in range(n_master))
         n_ops = r.read_count("operator states", _MIN_OPERATOR_STATE)
-        operators = tuple(self.read_operator_state(r, ctx) for _ in range(n_ops))
+        fast = self.FAST_READER
+        if fast is not None and ctx.fast_paths:
+            operators = fast.read_operators(self, r, ctx, n_ops)
+        else:
+            operators = tuple(self.read_operator_state(r, ctx) for _ in range(n_ops))
         properties = self.read_properties(r)
         return CheckpointMetadata(self.VERSION, checkpoint_id, masters, operators, properties, r.source)
 
@@ -217,6 +221,7 @@ class MetadataV3Serializer(MetadataV2V3SerializerBase):
 
     VERSION = 3
     FAST_READER = V3_SUBTASK_LAYOUT
+    OPERATOR_NAME_AND_UID = False  # v5 adds them; a fast reader reads them when this says so
     channel = ChannelStateHandleSerializerV1()
 
     def read_operator_state(self, r: BoundedReader, ctx: DeserializationContext) -> OperatorState:
@@ -287,6 +292,7 @@ class MetadataV5Serializer(MetadataV4Serializer):
 
     VERSION = 5
     FAST_READER = V3_SUBTASK_LAYOUT
+    OPERATOR_NAME_AND_UID = True
 
     def read_operator_state(self, r: BoundedReader, ctx: DeserializationContext) -> OperatorState:
         name = r.read_utf("operator name")

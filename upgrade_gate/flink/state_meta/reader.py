@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from upgrade_gate.flink.metadata.errors import MetadataFormatError
@@ -31,6 +30,7 @@ from upgrade_gate.flink.state_meta.model import (
     SubtaskStateMeta,
 )
 from upgrade_gate.flink.state_meta.proxy import read_keyed_proxy, read_operator_proxy
+from upgrade_gate.flink.state_meta.snapshots import ROW_DATA_SNAPSHOT
 from upgrade_gate.flink.state_meta.streams import (
     FIRST_READ,
     MAX_PROXY_BYTES,
@@ -46,27 +46,100 @@ __all__ = ["oracle_view", "read_state_schemas"]
 T = TypeVar("T", KeyedStateMeta, OperatorStateMeta)
 
 
-def _parse(ref: StreamRef, parse: Callable[[BoundedReader], T], opener: Opener,
-           seen: dict[tuple[bool, bytes], Any]) -> T:
+class _Seen:
+    """The proxies one `read_state_schemas` call has parsed, to parse each distinct one once.
+
+    The subtasks of one operator usually write byte-identical proxies, but a stream holds its state
+    right after the proxy, so two subtasks' streams differ although their proxies do not. A complete
+    proxy is therefore kept under its own bytes (`by_proxy`: parser -> proxy length -> proxy bytes ->
+    result): the parser reads a stream front to back and decides nothing from the bytes after the
+    proxy, so a stream that starts with the same bytes holds the same proxy. Counts are checked only
+    against lower bounds of what the items really take, which the bytes read already met. An
+    incomplete reading (an unknown snapshot format stops it) may depend on what follows, so it is
+    kept only under a digest of the whole prefix read (`by_digest`).
+
+    Lengths are tried last hit first: an operator's subtasks come one after another, so a hit costs one
+    slice and one lookup however many distinct proxies the savepoint holds."""
+
+    __slots__ = ("by_digest", "by_proxy")
+
+    def __init__(self) -> None:
+        self.by_proxy: dict[Callable[[BoundedReader], Any], dict[int, dict[bytes, Any]]] = {}
+        self.by_digest: dict[tuple[bool, bytes], tuple[Callable[[BoundedReader], Any], Any]] = {}
+
+    def proxy(self, data: bytes, parse: Callable[[BoundedReader], T]) -> T | None:
+        lengths = self.by_proxy.get(parse)
+        if not lengths:
+            return None
+        for length, known in reversed(lengths.items()):
+            hit = known.get(data[:length]) if len(data) >= length else None
+            if hit is not None:
+                if length != next(reversed(lengths)):  # the next subtask most likely holds this one too
+                    lengths[length] = lengths.pop(length)
+                return hit  # type: ignore[no-any-return]
+        return None
+
+    def keep(self, data: bytes, whole: bool, digest: bytes, parse: Callable[[BoundedReader], T], result: T,
+             length: int) -> None:
+        if result.incomplete is None and not _looked_past(result):
+            lengths = self.by_proxy.setdefault(parse, {})
+            lengths[length] = lengths.pop(length, {})  # tried first from now on
+            lengths[length][data[:length]] = result
+        else:
+            self.by_digest[(whole, digest)] = (parse, result)
+
+
+def _looked_past(meta: KeyedStateMeta | OperatorStateMeta) -> bool:
+    """Whether reading `meta` may have looked at bytes after its proxy: a row type's Java stream this
+    reader does not model is parsed until it fails, then skipped (`snapshots._row_types`), so it may
+    have read into the state that follows."""
+    if isinstance(meta, KeyedStateMeta):
+        states = meta.states
+        roots = [meta.key_serializer] if meta.key_serializer is not None else []
+    else:
+        states = (*meta.operator_states, *meta.broadcast_states)
+        roots = []
+    roots += [s for st in states for _, s in st.serializers]
+    return any(snap.class_name == ROW_DATA_SNAPSHOT and snap.logical_types is None
+               for root in roots for _, snap in root.walk())
+
+
+def _with_source(meta: T, source: str) -> T:
+    """`meta` as read from another stream with the same bytes (only `source` differs): built directly,
+    `dataclasses.replace` costs several times more and this runs for most subtasks of a savepoint."""
+    if meta.source == source:
+        return meta
+    if isinstance(meta, KeyedStateMeta):
+        return KeyedStateMeta(meta.handle, meta.version, meta.compression, meta.key_serializer,  # type: ignore[return-value]
+                              meta.states, source, meta.incomplete)
+    return OperatorStateMeta(meta.version, meta.compression, meta.operator_states,  # type: ignore[return-value]
+                             meta.broadcast_states, source, meta.incomplete)
+
+
+def _parse(ref: StreamRef, parse: Callable[[BoundedReader], T], opener: Opener, seen: _Seen) -> T:
     """Parse the proxy from a prefix of the stream, reading more only if the proxy is longer.
 
-    `seen` memoizes by the bytes read: the subtasks of one operator usually write byte-identical proxies
-    (RocksDB meta streams hold nothing else), so a 1,000-subtask savepoint parses each distinct one once."""
+    `seen` memoizes what this savepoint's streams held so far (`_Seen`): a 1,000-subtask savepoint
+    parses each distinct proxy once."""
     limit = FIRST_READ
     while True:
         data, whole = opener(ref, limit)
-        key = (whole, hashlib.blake2b(data, digest_size=16).digest())  # a digest: keys stay small
-        hit = seen.get(key)
-        if hit is not None and hit[0] is parse:
-            return replace(hit[1], source=ref.source)
+        hit = seen.proxy(data, parse)
+        if hit is not None:
+            return _with_source(hit, ref.source)
+        digest = hashlib.blake2b(data, digest_size=16).digest()  # a digest: keys stay small
+        known = seen.by_digest.get((whole, digest))
+        if known is not None and known[0] is parse:
+            return _with_source(known[1], ref.source)
+        reader = BoundedReader(data, ref.source)
         try:
-            result = parse(BoundedReader(data, ref.source))
+            result = parse(reader)
         except MetadataFormatError as exc:
             if whole or limit >= MAX_PROXY_BYTES or not exc.detail.startswith("truncated"):
                 raise
         else:
             if whole or result.incomplete is None or limit >= MAX_PROXY_BYTES:
-                seen[key] = (parse, result)
+                seen.keep(data, whole, digest, parse, result, reader.pos)
                 return result
         limit = min(limit * 16, MAX_PROXY_BYTES)
 
@@ -93,7 +166,7 @@ def read_state_schemas(metadata: CheckpointMetadata, opener: Opener = local_open
     rules must still judge everything else; `inspect` keeps reporting them as bad input)."""
     unreadable: tuple[type[Exception], ...] = (StateFileError, MetadataFormatError) if tolerant else (StateFileError,)
     out = []
-    seen: dict[tuple[bool, bytes], Any] = {}
+    seen = _Seen()
     keyed_parsers: dict[str, Callable[[BoundedReader], KeyedStateMeta]] = {}
     for op in metadata.operator_states:
         subtasks = []

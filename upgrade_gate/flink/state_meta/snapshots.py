@@ -32,6 +32,8 @@ Bodies, by class (facts from Flink 1.20 and 2.x):
 
 from __future__ import annotations
 
+import re
+
 from upgrade_gate.flink.metadata.reader import BoundedReader
 from upgrade_gate.flink.state_meta.java_serialization import UnsupportedJavaStream, read_stream
 from upgrade_gate.flink.state_meta.logical_types import type_string
@@ -45,6 +47,7 @@ NESTED_MAGIC = 1333245
 NESTED_MARKER = NESTED_MAGIC.to_bytes(4, "big") + (1).to_bytes(4, "big")
 OPTIONAL_MAP_HEADER = 0x4F2C69A3D70  # LinkedOptionalMapSerializer.HEADER
 MAX_DEPTH = 32
+_NOT_IN_CLASS_NAME = re.compile("[ /;\n\x00]")  # what no Java class name holds: the bytes are not a snapshot
 _DEFINITION_TYPES = ("UNSPECIFIED", "CLASS", "INSTANCE")  # KryoRegistration.SerializerDefinitionType
 
 _B = "org.apache.flink.api.common.typeutils.base."
@@ -138,7 +141,7 @@ def read_versioned_snapshot(r: BoundedReader, depth: int) -> SerializerSnapshot:
     if depth > MAX_DEPTH:
         r.fail(f"serializer snapshots nested deeper than {MAX_DEPTH}", at)
     name = r.read_utf("serializer snapshot class name")
-    if not name or any(c in name for c in " /;\n\x00"):
+    if not name or _NOT_IN_CLASS_NAME.search(name):
         r.fail(f"expected a serializer snapshot class name, found {name[:80]!r}", at)
     version = r.read_int("serializer snapshot version")
     body = r.pos
