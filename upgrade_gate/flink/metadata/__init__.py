@@ -4,7 +4,8 @@ Layout follows Flink's `org.apache.flink.runtime.checkpoint.metadata` package: a
 reader, per-version serializers looked up by version, handle deserializers, and a model whose
 sizes equal Flink's `getStateSize()`. `fast_reader.py` is an optimisation declared per serializer
 version and checked against the serializers (tests/flink/test_metadata_fastpath.py); which Flink
-release reads which format version is `hashing.versions.FlinkVersion`'s rule.
+release reads which format version is `hashing.versions.FlinkVersion`'s rule. `writer.py` is the
+reader's inverse for versions 3–6 (`serialize_metadata`), imported by the one feature that writes.
 """
 
 from upgrade_gate.flink.metadata.checkpoints import METADATA_FILE_NAME, parse_metadata

@@ -4,6 +4,8 @@ Tags are Flink's constants. Stream-handle tags are read with `read()` (unsigned)
 operator handle tags with `readByte()` (signed), as Flink does. Relative file handles are
 resolved against the snapshot's directory (`DeserializationContext`). These functions define
 every handle layout; fast_reader.py reads the common ones faster and is checked against them.
+handle_writer.py is their inverse: what it needs to write a handle back with the tag it was read
+from is kept in the model (a missing state handle id: tags 3 and 5; `v1_tag`: tags 8 and 10).
 """
 
 from __future__ import annotations
@@ -200,7 +202,7 @@ def read_keyed_handle(r: BoundedReader, ctx: DeserializationContext, depth: int 
         checkpoint_id = r.read_long("checkpoint id") if tag == CHANGELOG_HANDLE_V2 else materialization_id
         handle_id = r.read_utf("state handle id")
         return ChangelogStateBackendHandleImpl(materialized, non_materialized, rng, checkpoint_id,
-                                               materialization_id, persisted, handle_id)
+                                               materialization_id, persisted, handle_id, tag == CHANGELOG_HANDLE)
     if tag == CHANGELOG_BYTE_INCREMENT_HANDLE:
         rng, _ = read_key_group_range(r)
         from_seq = r.read_long("sequence number (from)")
@@ -223,7 +225,8 @@ def read_keyed_handle(r: BoundedReader, ctx: DeserializationContext, depth: int 
         persisted = r.read_long("checkpointed size")
         handle_id = r.read_utf("state handle id")
         storage = r.read_utf("storage identifier") if tag == CHANGELOG_FILE_INCREMENT_HANDLE_V2 else "filesystem"
-        return ChangelogStateHandleStreamImpl(rng, tuple(pairs), size, persisted, handle_id, storage)
+        return ChangelogStateHandleStreamImpl(rng, tuple(pairs), size, persisted, handle_id, storage,
+                                              tag == CHANGELOG_FILE_INCREMENT_HANDLE)
     r.fail(f"expected keyed state handle tag (0, 3, 5, 7, 8, 9, 10, 11, 12, 13 or 14), found {tag}", at)
 
 

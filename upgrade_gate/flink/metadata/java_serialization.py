@@ -3,7 +3,8 @@
 Since format v4 Flink appends `ObjectOutputStream.writeObject(CheckpointProperties)` to the file.
 We parse the stream grammar (class descriptors, objects, enums, strings, arrays, back-references)
 faithfully but only as data: nothing is instantiated, every length is checked against the bytes
-left, and nesting is limited. Custom `writeObject` data is skipped block by block.
+left, and nesting is limited. Custom `writeObject` data is skipped block by block. The parse is
+lossy, so the trailer's bytes are kept too (`CheckpointProperties.raw`): the writer copies them back.
 """
 
 from __future__ import annotations
@@ -269,7 +270,7 @@ def read_checkpoint_properties(r: BoundedReader) -> CheckpointProperties:
         r.pos = at + consumed
     # a fresh object per file: `flags` is a dict, and callers must not share it
     return CheckpointProperties(props.is_savepoint, props.format_type, props.name, props.post_checkpoint_action,
-                                props.sharing_files_strategy, dict(props.flags))
+                                props.sharing_files_strategy, dict(props.flags), props.raw)
 
 
 def _read_checkpoint_properties(r: BoundedReader) -> CheckpointProperties:
@@ -291,4 +292,5 @@ def _read_checkpoint_properties(r: BoundedReader) -> CheckpointProperties:
         post_checkpoint_action=_enum_name(snapshot.fields.get("postCheckpointAction")),
         sharing_files_strategy=_enum_name(snapshot.fields.get("sharingFilesStrategy")),
         flags=flags,
+        raw=bytes(r.data[at:r.pos]),  # what the writer copies back (the fields above lose some of it)
     )

@@ -183,6 +183,8 @@ class ChangelogStateBackendHandleImpl:
     materialization_id: int
     persisted_size: int
     state_handle_id: str
+    # read from tag 8 (written before Flink added the checkpoint id, tag 14): the writer keeps the tag
+    v1_tag: bool = field(default=False, compare=False, repr=False)
     kind = "ChangelogStateBackendHandleImpl"
 
     @property
@@ -220,6 +222,8 @@ class ChangelogStateHandleStreamImpl:
     persisted_size: int
     state_handle_id: str
     storage_identifier: str
+    # read from tag 10 (written before Flink added the storage identifier, tag 13): the writer keeps the tag
+    v1_tag: bool = field(default=False, compare=False, repr=False)
     kind = "ChangelogStateHandleStreamImpl"
 
     @property
@@ -520,6 +524,9 @@ class CheckpointProperties:
     post_checkpoint_action: str | None = None
     sharing_files_strategy: str | None = None
     flags: dict[str, bool] = field(default_factory=dict)
+    # The trailer exactly as Flink wrote it (`ObjectOutputStream.writeObject`): the fields above are a
+    # lossy reading of it, and the writer (writer.py) copies these bytes back. Equality ignores them.
+    raw: bytes = field(default=b"", compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
