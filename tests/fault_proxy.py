@@ -22,6 +22,7 @@ Actions:
     status         reply `status` with a small JSON body, without forwarding
     cut_response   forward, relay the response head and only `after_bytes` body bytes, then close
     blackhole      read the request, never answer; keep the socket open until the client or proxy closes
+    trickle        forward, relay the response (status line and headers too) one byte every `delay` s
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from http.client import responses
 from typing import Any
 
-ACTIONS = ("pass", "delay", "drop_response", "reset", "status", "cut_response", "blackhole")
+ACTIONS = ("pass", "delay", "drop_response", "reset", "status", "cut_response", "blackhole", "trickle")
 _MAX_HEAD = 256 * 1024
 _CHUNK = 64 * 1024
 
@@ -331,6 +332,14 @@ class FaultProxy:
                         break
                     client.sendall(piece[:left])
                     left -= len(piece[:left])
+                return
+            if action == "trickle":
+                assert rule is not None
+                for piece in up.rest():
+                    for i in range(len(piece)):
+                        if self._stop.wait(rule.delay):
+                            return
+                        client.sendall(piece[i:i + 1])
                 return
             for piece in up.rest():
                 client.sendall(piece)

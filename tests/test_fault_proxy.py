@@ -160,6 +160,15 @@ def test_blackhole_never_answers_and_close_is_prompt(proxy: FaultProxy) -> None:
     hanging.close()
 
 
+def test_trickle_relays_the_whole_answer_one_byte_at_a_time(proxy: FaultProxy) -> None:
+    proxy.add_rule(r"/slow", "trickle", delay=0.01)
+    start = time.monotonic()
+    status, body = _request(proxy, "GET", "/slow")
+    elapsed = time.monotonic() - start
+    assert status == 200 and body and _Handler.hits
+    assert elapsed > 0.01 * 100  # a head of ~100 bytes and the body, each byte after its own pause
+
+
 def test_times_limits_a_rule_then_later_rules_and_pass_apply(proxy: FaultProxy) -> None:
     first = proxy.add_rule(r"/r", "status", times=2, status=500)
     second = proxy.add_rule(r"/r", "status", times=1, status=429)

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from flink_gate.reports import safe_name
+from upgrade_gate.storage.redact import redact_value
 
 TERMINAL_STATES = ("running-verified", "rolled-back-verified", "not-started")
 
@@ -269,7 +270,11 @@ class UpgradeRecord:
         return name in self.doc
 
     def save(self, **changes: Any) -> None:
-        """Apply `changes` and write them, only if nobody wrote the record since we read it."""
+        """Apply `changes` and write them, only if nobody wrote the record since we read it.
+
+        Every string is stripped of URL credentials first (`user:password@` in a connection's host reaches
+        error texts, and error texts reach `outcome`): the record is read by people and by later runs."""
+        changes = redact_value(changes)
         doc = {**self.doc, **changes, "job_name": self.job_name, "write_id": uuid.uuid4().hex,
                "updated_at": iso(now())}
         if "state" in changes and changes["state"] != self.doc.get("state"):

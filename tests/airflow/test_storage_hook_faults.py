@@ -44,3 +44,27 @@ def test_hook_never_waits_longer_than_the_budget(blackholed: FaultProxy) -> None
     assert elapsed < 3.5, elapsed
     assert "s3://bucket/job/savepoint-abcdef-0123456789ab/_metadata: timed out after" in str(info.value)
     assert blackholed.log and all(action == "blackhole" for _, _, action in blackholed.log)
+
+
+@pytest.mark.parametrize("what", ["everything", "body"])
+def test_hook_reading_a_trickling_server_ends_at_the_budget(monkeypatch: pytest.MonkeyPatch, what: str) -> None:
+    """A server answering one byte every 0.5 s never trips botocore's read timeout; the budget still holds
+    (the status line and headers too: the core guards the connection pools of the hook's own client)."""
+    from flink_gate.hooks.storage import SavepointStorageHook
+
+    from tests.hostile_server import HostileServer, Reply
+
+    with HostileServer() as server:
+        trickle = {"trickle": 0.5} if what == "everything" else {"trickle_body": 0.5}
+        server.route("/bucket/job/sp/_metadata", Reply(body=b"\x49\x60\x67\x2d" + b"\0" * 200, **trickle))
+        extra = {"endpoint_url": server.url, "region_name": "us-east-1",
+                 "config_kwargs": {"s3": {"addressing_style": "path"}}}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", json.dumps(
+            {"conn_type": "aws", "login": "gate-access", "password": "gate-secret-value", "extra": extra}))
+        monkeypatch.setenv("UPGRADE_GATE_S3_TIMEOUT", "3")
+        start = time.monotonic()
+        with pytest.raises(StorageError) as info:
+            SavepointStorageHook(CONN_ID).load_savepoint("s3://bucket/job/sp/_metadata")
+        elapsed = time.monotonic() - start
+    assert 2.9 <= elapsed < 3.5, elapsed
+    assert "s3://bucket/job/sp/_metadata: timed out after 3.0 s" in str(info.value)

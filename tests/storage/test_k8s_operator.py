@@ -166,7 +166,7 @@ def test_allow_non_restored_state_comes_from_the_spec(s3_env: dict[str, str], tm
      ["orders-new.yaml", "local:///opt/flink/usrlib/orders.jar is a path inside the Flink image", "--jar"]),
     (["--current", "{k8s}/last-state-no-savepoint.yaml", "--graph", "{graph}"],
      ["last-state-no-savepoint.yaml: FlinkDeployment/clicks records no completed savepoint", "last-state"]),
-    (["--current", "{k8s}/README.md", "--graph", "{graph}"], ["README.md: not valid YAML"]),
+    (["--current", "{k8s}/README.md", "--graph", "{graph}"], ["README.md: invalid YAML at line 10"]),
     (["--current", "{k8s}/nope.yaml", "--graph", "{graph}"], ["nope.yaml: no such file"]),
     (["--current", "{graph}", "--graph", "{graph}"], ["graph-b.json: no FlinkDeployment or FlinkSessionJob"]),
     (["--savepoint", "k8s:{k8s}/orders-current.yaml", "--current", "{k8s}/orders-current.yaml", "--graph", "{graph}"],

@@ -139,6 +139,35 @@ def test_a_server_that_never_answers_fails_within_the_configured_time(proxy: Fau
     assert f"s3://{BUCKET}/one-job/{SP_A2}/_metadata" in msg and "timed out after" in msg and TIMEOUT_ENV in msg
 
 
+@pytest.mark.parametrize("where", ["everything", "download"])
+def test_a_server_that_trickles_its_answer_fails_within_the_configured_time(proxy: FaultProxy,
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           where: str) -> None:
+    """One byte every 0.5 s, status line and headers included: no read timeout ever fires (each byte comes
+    in time), yet the read ends at the budget (it took 89 s against 10 s before the watchdog)."""
+    monkeypatch.setenv(TIMEOUT_ENV, "5")
+    proxy.add_rule(r"/_metadata$" if where == "download" else r"", "trickle", delay=0.5, times=-1,
+                   method="GET" if where == "download" else None)
+    start = time.monotonic()
+    with pytest.raises(StorageError) as info:
+        read_metadata_blob(f"s3://{BUCKET}/one-job/{SP_A2}")
+    elapsed = time.monotonic() - start
+    assert 4.9 <= elapsed < 5.5, elapsed
+    msg = str(info.value)
+    assert f"s3://{BUCKET}/one-job/{SP_A2}/_metadata" in msg and "timed out after" in msg and TIMEOUT_ENV in msg
+
+
+def test_the_cli_against_a_trickling_server_ends_at_the_deadline(proxy: FaultProxy) -> None:
+    proxy.add_rule(r"", "trickle", delay=0.5, times=-1)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "upgrade_gate", "inspect", f"s3://{BUCKET}/one-job/{SP_A2}"],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, TIMEOUT_ENV: "5"})
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "timed out after 5.0 s" in proc.stderr and "Traceback" not in proc.stderr
+    assert elapsed < 5.5 + 1.5, elapsed  # + the interpreter's start
+
+
 def test_default_budget_keeps_the_worst_case_under_a_minute() -> None:
     t = Timeouts.for_budget(60)
     assert t.worst_call <= 0.8 * 60 and t.attempts >= 2 and t.read >= 5

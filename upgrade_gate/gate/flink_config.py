@@ -5,19 +5,20 @@ legacy `flink-conf.yaml`, plus `-D key=value` settings.
 `state.backend.type`), as `GlobalConfiguration` flattens it; `flink-conf.yaml` is Flink 1.x's line format
 (`key: value`, `#` comments), parsed line by line the way `GlobalConfiguration#loadYAMLResource` did. A
 directory is read like a `FLINK_CONF_DIR`: its config.yaml, else its flink-conf.yaml. Bad input is an
-`InputError` naming the file (one line, exit 2 at the CLI).
+`InputError` naming the file (one line, exit 2 at the CLI). Both are read by the shared hardened reader
+(`hashing.documents`): a regular file only (a FIFO never blocks, `/dev/zero` is never read), at most
+`MAX_CONFIG_BYTES`, and YAML without aliases, anchors or tags, at most `MAX_DEPTH` levels deep.
 """
 
 from __future__ import annotations
 
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hashing.errors import InputError
-from hashing.readers.source import load_yaml
+from hashing.documents import Limits, parse_text, read_local_file
+from hashing.errors import InputError, describe
 
 __all__ = ["CONFIG_YAML", "LEGACY_CONFIG", "FlinkConfig", "parse_settings", "read_flink_config"]
 
@@ -25,6 +26,8 @@ CONFIG_YAML = "config.yaml"
 LEGACY_CONFIG = "flink-conf.yaml"
 MAX_CONFIG_BYTES = 1 << 20
 MAX_DEPTH = 32
+CONFIG_FILE = "a Flink configuration file"
+CONFIG_LIMITS = Limits(max_bytes=MAX_CONFIG_BYTES, max_values=100_000, max_depth=MAX_DEPTH, max_number_chars=100)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +63,7 @@ def _flatten(doc: Any, prefix: str, out: list[tuple[str, str]], origin: str, dep
     if isinstance(doc, dict):
         for k, v in doc.items():
             if not isinstance(k, str | int | float | bool):
-                raise InputError(f"{origin}: a key that is not a string under '{prefix or '(top)'}'")
+                raise InputError(f"{origin}: a key that is not a string under {describe(prefix or '(top)')}")
             _flatten(v, f"{prefix}.{k}" if prefix else str(k), out, origin, depth + 1)
     elif not prefix:
         raise InputError(f"{origin}: expected a map of settings at the top level")
@@ -72,7 +75,7 @@ def _flatten(doc: Any, prefix: str, out: list[tuple[str, str]], origin: str, dep
 
 def _scalar(v: Any, key: str, origin: str) -> str:
     if isinstance(v, dict | list):
-        raise InputError(f"{origin}: '{key}' holds a nested structure inside a list")
+        raise InputError(f"{origin}: {describe(key)} holds a nested structure inside a list")
     if isinstance(v, bool):
         return "true" if v else "false"
     return "" if v is None else str(v)
@@ -89,21 +92,6 @@ def _legacy_lines(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _regular(path: Path) -> bytes:
-    try:
-        st = path.stat()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{path}: not a regular file")
-    if st.st_size > MAX_CONFIG_BYTES:
-        raise InputError(f"{path}: {st.st_size} bytes, more than a Flink configuration holds ({MAX_CONFIG_BYTES})")
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
 def read_flink_config(path: str | Path) -> FlinkConfig:
     """A config.yaml, a flink-conf.yaml, or a directory holding one (config.yaml wins, as in Flink 1.19+)."""
     p = Path(path)
@@ -112,15 +100,19 @@ def read_flink_config(path: str | Path) -> FlinkConfig:
             if (p / name).is_file():
                 return read_flink_config(p / name)
         raise InputError(f"{p}: no {CONFIG_YAML} or {LEGACY_CONFIG} in this directory")
-    data = _regular(p)
+    return parse_flink_config(read_local_file(p, MAX_CONFIG_BYTES, what=CONFIG_FILE), str(p),
+                              legacy=p.name == LEGACY_CONFIG)
+
+
+def parse_flink_config(data: bytes, origin: str, *, legacy: bool = False) -> FlinkConfig:
+    """`read_flink_config` of a file's bytes: `legacy` for flink-conf.yaml's line format."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    origin = str(p)
-    if p.name == LEGACY_CONFIG:
+        raise InputError(f"{origin}: not UTF-8 text (byte {exc.start})") from None
+    if legacy:
         return FlinkConfig(origin, tuple((k, v, origin) for k, v in _legacy_lines(text)), legacy_file=True)
-    doc = load_yaml(text, origin) if text.strip() else {}
+    doc = parse_text(text, origin, what=CONFIG_FILE, limits=CONFIG_LIMITS, yaml_first=True) if text.strip() else {}
     flat: list[tuple[str, str]] = []
     if doc is not None and doc != {}:
         _flatten(doc, "", flat, origin)

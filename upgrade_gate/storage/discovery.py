@@ -25,36 +25,49 @@ or one of three discovery forms, each resolved to one snapshot directory before 
 
 Every answer says on one line which snapshot was chosen and why (`Found.how`), so a user sees it
 before the verdict. Errors are `StorageError`s: exit 2, one line naming the location.
+
+A flat directory's newest snapshot may still be being written: `load` then reads the newest *complete*
+one and names the newer ones it skipped (`Found.skipped`). A JobManager's answers are read like any
+document from outside (`upgrade_gate.storage.remote`: bounded size, depth and time, credentials only for
+the host they were given for, never in a message), and every value used from them (job id, checkpoint id,
+start time, path) is checked for type and range, so a hostile or broken server is one line naming the
+server and the field.
 """
 
 from __future__ import annotations
 
-import base64
-import json
+import dataclasses
 import os
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlparse
 
-from upgrade_gate.flink.metadata import METADATA_FILE_NAME, CheckpointMetadata, parse_metadata
-from upgrade_gate.storage import k8s_operator
+from hashing.errors import describe
+from upgrade_gate.flink.metadata import METADATA_FILE_NAME, CheckpointMetadata
+from upgrade_gate.storage import k8s_operator, remote
+from upgrade_gate.storage.redact import one_line, redact
 from upgrade_gate.storage.s3 import Deadline, StorageError, is_s3, local_path, s3_client, s3_error, split_s3
 from upgrade_gate.storage.savepoints import (
+    MAX_INCOMPLETE_SKIPPED,
     MAX_METADATA_BYTES,
     SHOWN_CANDIDATES,
-    metadata_candidates,
+    Skipped,
+    first_complete,
+    metadata_listing,
     read_metadata_blob,
 )
+from upgrade_gate.storage.watchdog import guard_boto_client
 
 LATEST = "latest:"
 FLINK_REST = ("flink-rest://", "flink-rest+https://")
 K8S = "k8s:"
 KINDS = ("savepoint", "checkpoint")
-MAX_REST_BYTES = 8 * 1024 * 1024
+MAX_REST_BYTES = remote.MAX_ANSWER_BYTES
+MAX_POINTER_CHARS = 4096  # a savepoint path; Flink's own are ~100 characters
+JAVA_LONG = 2**63 - 1
+REST = "Flink's REST API"
 # Flink's placeholder for a checkpoint that has no external pointer (CheckpointStatsTracker / the web UI)
 _NOT_ADDRESSABLE = "<checkpoint-not-externally-addressable>"
 _SAVEPOINT_NAME = re.compile(r"savepoint-([0-9a-f]{6})-[0-9a-f]{12}")
@@ -77,6 +90,12 @@ class Found:
 
     location: str  # a path, file: URI or s3:// URI of the snapshot directory (or its _metadata)
     how: str
+    fallbacks: tuple[str, ...] = ()  # older complete-looking snapshots, newest first, if `location` is cut short
+    skipped: tuple[Skipped, ...] = ()  # newer snapshots passed over because they are incomplete
+
+    def warnings(self) -> list[str]:
+        """One line per skipped snapshot, for stderr and logs."""
+        return [str(s) for s in self.skipped]
 
 
 def is_discovery(spec: str) -> bool:
@@ -101,11 +120,17 @@ def resolve(spec: str, *, client: Any | None = None) -> Found:
 
 def load(spec: str, *, client: Any | None = None,
          max_bytes: int = MAX_METADATA_BYTES) -> tuple[CheckpointMetadata, Found]:
-    """Resolve and read: the parsed `_metadata` and where it came from."""
+    """Resolve and read: the parsed `_metadata` and where it came from. When the chosen snapshot's
+    `_metadata` ends early (still being written or copied) and discovery found older ones, the newest
+    complete one is read and the returned `Found` names what was skipped."""
     found = resolve(spec, client=client)
-    loc = found.location
-    blob = read_metadata_blob(loc, max_bytes=max_bytes, client=client if is_s3(loc) else None)
-    return parse_metadata(blob.data, blob.source, blob.base_dir), found
+    choices = [(loc, lambda loc=loc: read_metadata_blob(loc, max_bytes=max_bytes,
+                                                        client=client if is_s3(loc) else None))
+               for loc in (found.location, *found.fallbacks)]
+    loaded = first_complete(choices, found.skipped)
+    if loaded.skipped != found.skipped:
+        found = dataclasses.replace(found, location=loaded.location, skipped=loaded.skipped)
+    return loaded.metadata, found
 
 
 def normalise_pointer(path: str) -> str:
@@ -125,6 +150,7 @@ class _Candidate:
     mtime: float
     number: int  # chk-<n>, 0 for savepoints
     location: str
+    complete: bool = True  # False: Flink's directory is there, its _metadata not (yet)
 
 
 def _query(spec: str, raw: str, allowed: tuple[str, ...]) -> dict[str, str]:
@@ -175,15 +201,24 @@ def _local_flat(root: Path) -> list[_Candidate]:
     own = root.name if _JOB_ID.fullmatch(root.name) else "?"
     for e in entries:  # DIR is one job's checkpoint folder: its chk-<n>/ directly
         if e.is_dir(follow_symlinks=False) and (c := _CHECKPOINT_NAME.fullmatch(e.name)):
-            meta = root / e.name / METADATA_FILE_NAME
-            if meta.is_file():
-                found.append(_Candidate(own, "checkpoint", meta.stat().st_mtime, int(c.group(1)), str(root / e.name)))
+            found.append(_local_candidate(root / e.name, own, "checkpoint", int(c.group(1))))
     for rel in dirs:
         info = _classify(rel)
-        meta = root / rel / METADATA_FILE_NAME
-        if info and meta.is_file():
-            found.append(_Candidate(info[0], info[1], meta.stat().st_mtime, info[2], str(root / rel)))
+        if info:
+            found.append(_local_candidate(root / rel, *info))
     return found
+
+
+def _local_candidate(folder: Path, job: str, kind: str, number: int) -> _Candidate:
+    """A snapshot directory, complete when its `_metadata` is a regular file (timed by it, else by the folder)."""
+    meta = folder / METADATA_FILE_NAME
+    if meta.is_file():
+        return _Candidate(job, kind, meta.stat().st_mtime, number, str(folder))
+    try:
+        mtime = folder.stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    return _Candidate(job, kind, mtime, number, str(folder), complete=False)
 
 
 def _s3_folders(client: Any, bucket: str, prefix: str, deadline: Deadline) -> list[str]:
@@ -193,9 +228,11 @@ def _s3_folders(client: Any, bucket: str, prefix: str, deadline: Deadline) -> li
     uri = f"s3://{bucket}/{prefix}"
     out: list[str] = []
     try:
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
-            deadline.check(uri)
-            out += [cp["Prefix"] for cp in page.get("CommonPrefixes", ())]
+        with deadline.guard(uri):
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix,
+                                                                         Delimiter="/"):
+                deadline.check(uri)
+                out += [cp["Prefix"] for cp in page.get("CommonPrefixes", ())]
     except StorageError:
         raise
     except Exception as exc:
@@ -207,9 +244,13 @@ def _s3_modified(client: Any, bucket: str, key: str, deadline: Deadline) -> floa
     """LastModified of an object, None if it does not exist (a snapshot still being written)."""
     from botocore.exceptions import ClientError
 
-    deadline.check(f"s3://{bucket}/{key}")
+    uri = f"s3://{bucket}/{key}"
+    deadline.check(uri)
     try:
-        return client.head_object(Bucket=bucket, Key=key)["LastModified"].timestamp()
+        with deadline.guard(uri):
+            return client.head_object(Bucket=bucket, Key=key)["LastModified"].timestamp()
+    except StorageError:
+        raise
     except ClientError as exc:
         if str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
             return None
@@ -226,31 +267,42 @@ def _s3_flat(uri: str, client: Any | None, job_id: str | None) -> list[_Candidat
     bucket, key = split_s3(uri)
     root = key.rstrip("/") + "/" if key.strip("/") else ""
     found = []
+    client = guard_boto_client(client)
     savepoints = f"{root}savepoint-{job_id[:6]}-" if job_id else f"{root}savepoint-"
-    for modified, meta_key in metadata_candidates(client, bucket, savepoints, deadline):
+    metas, incomplete = metadata_listing(client, bucket, savepoints, deadline)
+    for modified, meta_key in metas:
         rel = meta_key[len(root):]
         info = _classify(rel.rsplit("/", 1)[0]) if "/" in rel else None
         if info:
             found.append(_Candidate(info[0], info[1], modified.timestamp(), info[2],
                                     f"s3://{bucket}/{root}{rel.rsplit('/', 1)[0]}"))
+    for folder, modified in incomplete.items():
+        info = _classify(folder[len(root):])
+        if info:
+            found.append(_Candidate(info[0], info[1], modified.timestamp(), info[2], f"s3://{bucket}/{folder}",
+                                    complete=False))
     for folder in _s3_folders(client, bucket, root + (job_id or ""), deadline):
         job = folder[len(root):].rstrip("/")
         if not _JOB_ID.fullmatch(job):
             continue
         for chk in _s3_folders(client, bucket, f"{folder}chk-", deadline):
             info = _classify(chk[len(root):].rstrip("/"))
-            modified = _s3_modified(client, bucket, f"{chk}{METADATA_FILE_NAME}", deadline) if info else None
-            if info and modified is not None:
-                found.append(_Candidate(info[0], info[1], modified, info[2], f"s3://{bucket}/{chk.rstrip('/')}"))
+            if info:
+                found.append(_s3_checkpoint(client, bucket, chk, info[0], info[2], deadline))
     own = root.rstrip("/").rsplit("/", 1)[-1]
-    if not found or _JOB_ID.fullmatch(own):  # DIR may be one job's checkpoint folder: its chk-<n>/ directly
+    if not any(c.complete for c in found) or _JOB_ID.fullmatch(own):  # DIR may be one job's checkpoint folder
         for chk in _s3_folders(client, bucket, f"{root}chk-", deadline):
             c = _CHECKPOINT_NAME.fullmatch(chk[len(root):].rstrip("/"))
-            modified = _s3_modified(client, bucket, f"{chk}{METADATA_FILE_NAME}", deadline) if c else None
-            if c and modified is not None:
-                found.append(_Candidate(own if _JOB_ID.fullmatch(own) else "?", "checkpoint", modified,
-                                        int(c.group(1)), f"s3://{bucket}/{chk.rstrip('/')}"))
+            if c:
+                found.append(_s3_checkpoint(client, bucket, chk, own if _JOB_ID.fullmatch(own) else "?",
+                                            int(c.group(1)), deadline))
     return found
+
+
+def _s3_checkpoint(client: Any, bucket: str, chk: str, job: str, number: int, deadline: Deadline) -> _Candidate:
+    modified = _s3_modified(client, bucket, f"{chk}{METADATA_FILE_NAME}", deadline)
+    return _Candidate(job, "checkpoint", modified or 0.0, number, f"s3://{bucket}/{chk.rstrip('/')}",
+                      complete=modified is not None)
 
 
 def _jobs_listing(cands: list[_Candidate]) -> str:
@@ -270,11 +322,22 @@ def _count(cands: list[_Candidate]) -> str:
     return ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k in kinds if (n := sum(c.kind == k for c in cands)))
 
 
-def _newest(cands: list[_Candidate]) -> _Candidate:
-    """The newest by file time; among retained checkpoints of one job, the highest checkpoint number."""
+def _ordered(cands: list[_Candidate]) -> list[_Candidate]:
+    """Newest first by file time; retained checkpoints of one job by their checkpoint number."""
     if all(c.kind == "checkpoint" for c in cands) and len({c.job for c in cands}) == 1:
-        return max(cands, key=lambda c: (c.number, c.mtime, c.location))
-    return max(cands, key=lambda c: (c.mtime, c.number, c.location))
+        return sorted(cands, key=lambda c: (c.number, c.mtime, c.location), reverse=True)
+    return sorted(cands, key=lambda c: (c.mtime, c.number, c.location), reverse=True)
+
+
+def _newest(cands: list[_Candidate]) -> _Candidate:
+    return _ordered(cands)[0]
+
+
+def _newer(c: _Candidate, best: _Candidate) -> bool:
+    """Is `c` (incomplete) a newer snapshot of `best`'s job: a higher checkpoint, or a later directory."""
+    if c.kind == best.kind == "checkpoint" and c.job == best.job:
+        return c.number > best.number
+    return c.mtime > best.mtime and c.job[:6] == best.job[:6]
 
 
 def _one_job(cands: list[_Candidate]) -> bool:
@@ -298,16 +361,23 @@ def _latest(spec: str, client: Any | None) -> Found:
     where_s3 = "s3://" + where.split("://", 1)[1] if where.startswith(("s3://", "s3a://")) else None
     if "://" in where and not where_s3 and not where.startswith("file:"):
         raise StorageError(f"{spec}: unsupported scheme (DIR is a path, file:// or s3://)")
-    every = _s3_flat(where_s3, client, job_id) if where_s3 else _local_flat(local_path(where))
+    listed = _s3_flat(where_s3, client, job_id) if where_s3 else _local_flat(local_path(where))
+    every = [c for c in listed if c.complete]
     if job_id and where_s3 and not any(c.kind == "checkpoint" or job_id.startswith(c.job) for c in every):
-        every = _s3_flat(where_s3, client, None)  # nothing of that job: list everything, to say what is there
+        listed = _s3_flat(where_s3, client, None)  # nothing of that job: list everything, to say what is there
+        every = [c for c in listed if c.complete]
     if not every:
         raise StorageError(f"{where}: no complete savepoint (savepoint-<6 hex>-<12 hex>/{METADATA_FILE_NAME}) or "
                            f"retained checkpoint (<job id>/chk-<n>/{METADATA_FILE_NAME}) in this directory")
-    cands = [c for c in every if opts.get("kind") in (None, c.kind)]
-    if job_id:
-        cands = [c for c in cands if (c.job.startswith(job_id) or c.job == "?" if c.kind == "checkpoint"
-                                      else job_id.startswith(c.job) if len(job_id) >= 6 else False)]
+    def wanted(c: _Candidate) -> bool:
+        if opts.get("kind") not in (None, c.kind):
+            return False
+        if not job_id:
+            return True
+        return (c.job.startswith(job_id) or c.job == "?" if c.kind == "checkpoint"
+                else job_id.startswith(c.job) if len(job_id) >= 6 else False)
+
+    cands = [c for c in every if wanted(c)]
     if not cands:
         what = f"{opts['kind']}s" if opts.get("kind") else "snapshots"
         raise StorageError(f"{where}: no complete {what} of job {job_id or '?'} here; it holds "
@@ -317,127 +387,146 @@ def _latest(spec: str, client: Any | None) -> Found:
                 "or name the savepoint directory" if job_id else "add ?job-id=<the Flink JobID>")
         raise StorageError(f"{where}: ambiguous, it holds complete snapshots of several jobs "
                            f"({_jobs_listing(cands)}); {hint}")
-    best = _newest(cands)
+    ordered = _ordered(cands)
+    best = ordered[0]
+    skipped = [Skipped(c.location, f"no {METADATA_FILE_NAME} (still being written, or abandoned)")
+               for c in sorted(listed, key=lambda c: (c.number, c.mtime), reverse=True)
+               if not c.complete and wanted(c) and _newer(c, best)]
     return Found(best.location, f"newest complete {best.kind} of job {job_id or best.job} in {where} "
-                                f"({len(cands)} found)")
+                                f"({len(cands)} found)",
+                 fallbacks=tuple(c.location for c in ordered[1:MAX_INCOMPLETE_SKIPPED + 1]),
+                 skipped=tuple(skipped[:MAX_INCOMPLETE_SKIPPED]))
 
 
 # ---- flink-rest://host:port/<job> ---------------------------------------------------------
 class _Rest:
-    """GETs against Flink's REST API, bounded in time (`UPGRADE_GATE_S3_TIMEOUT`) and size."""
+    """GETs against Flink's REST API, bounded in time (`UPGRADE_GATE_S3_TIMEOUT`, for all of them together,
+    however slowly the answers trickle), size and depth (`upgrade_gate.storage.remote`)."""
 
     def __init__(self, spec: str) -> None:
-        self.spec = spec
-        parsed = urlparse(spec)
-        scheme = "https" if parsed.scheme == "flink-rest+https" else "http"
-        if not parsed.hostname:
-            raise StorageError(f"{spec}: expected flink-rest://HOST:PORT/JOB")
-        port = parsed.port or 8081
-        host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
-        self.base = f"{scheme}://{host}:{port}"
-        self.headers = {"Accept": "application/json"}
-        if parsed.username:
-            token = f"{unquote(parsed.username)}:{unquote(parsed.password or '')}".encode()
-            self.headers["Authorization"] = "Basic " + base64.b64encode(token).decode()
+        shown = redact(spec)
+        try:
+            has_host = bool(urlparse(spec).hostname)
+        except ValueError:
+            has_host = False
+        if not has_host:
+            raise StorageError(f"{shown}: expected flink-rest://HOST:PORT/JOB")
+        scheme = "https" if spec.startswith("flink-rest+https://") else "http"
+        self.base = remote.endpoint(spec, scheme=scheme, default_port=8081, shown=shown)
         self.deadline = Deadline()
-        self.where = f"{parsed.scheme}://{host}:{port}"
+        host = f"[{self.base.host}]" if ":" in self.base.host else self.base.host
+        self.where = f"{urlparse(shown).scheme}://{host}:{self.base.port}"
 
     def get(self, path: str) -> Any:
-        url = self.base + path
-        remaining = self.deadline.remaining()
-        if remaining <= 0:
-            raise self.deadline.timed_out(self.where + path, "Flink's REST API was too slow")
+        answer = remote.get(self.base, path, deadline=self.deadline, service=REST, max_bytes=MAX_REST_BYTES,
+                            label=self.where)
+        here = f"{self.where}{path}"
+        if answer.status == 404:
+            raise StorageError(f"{here}: not found (HTTP 404{remote.error_detail(answer.body)})")
+        if answer.status in (401, 403):
+            raise StorageError(f"{here}: access denied (HTTP {answer.status}); put user:password@ in the "
+                               f"flink-rest:// URI")
+        if answer.status >= 300 or answer.status < 200:
+            raise StorageError(f"{here}: HTTP {answer.status}{remote.error_detail(answer.body)}")
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, headers=self.headers),
-                                        timeout=min(30.0, remaining)) as resp:
-                data = resp.read(MAX_REST_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            detail = _flink_errors(exc)
-            if exc.code == 404:
-                raise StorageError(f"{self.where}{path}: not found (HTTP 404{detail})") from None
-            if exc.code in (401, 403):
-                raise StorageError(f"{self.where}{path}: access denied (HTTP {exc.code}); put user:password@ in "
-                                   f"the flink-rest:// URI") from None
-            raise StorageError(f"{self.where}{path}: HTTP {exc.code}{detail}") from None
-        except TimeoutError:
-            raise self.deadline.timed_out(self.where + path, "Flink's REST API did not answer") from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            if isinstance(reason, TimeoutError):
-                raise self.deadline.timed_out(self.where + path, "Flink's REST API did not answer") from None
-            raise StorageError(f"{self.where}: cannot reach Flink's REST API ({reason}); check host, port and "
-                               f"that the JobManager is up") from None
-        if len(data) > MAX_REST_BYTES:
-            raise StorageError(f"{self.where}{path}: answer larger than {MAX_REST_BYTES} bytes")
-        try:
-            return json.loads(data)
-        except ValueError:
-            raise StorageError(f"{self.where}{path}: not Flink's REST API (the answer is not JSON)") from None
+            return remote.json_answer(answer, REST)
+        except StorageError as exc:
+            raise StorageError(f"{here}: not {REST} ({str(exc).removeprefix(answer.where + ': ')})") from None
 
 
-def _flink_errors(exc: urllib.error.HTTPError) -> str:
-    try:
-        errors = json.loads(exc.read(65536)).get("errors") or []
-    except Exception:
-        return ""
-    first = str(errors[0]).strip().splitlines()[0] if errors else ""
-    return f": {first[:200]}" if first else ""
+def _integer(value: Any, where: str, field: str, low: int = 0, high: int = JAVA_LONG) -> int:
+    """A number the server sent, checked: an integer (not a bool, float or string) in [low, high]."""
+    if type(value) is not int or not low <= value <= high:
+        raise StorageError(f"{where}: field {field} is {describe(value)}; expected an integer from {low} to {high} "
+                           f"(is this {REST}?)")
+    return value
+
+
+def _job_id(job: dict[str, Any], where: str) -> str:
+    jid = job.get("jid")
+    if not isinstance(jid, str) or not _JOB_ID.fullmatch(jid.lower()):
+        raise StorageError(f"{where}: job {one_line(job.get('name'), 80)!r} has field jid {describe(jid)}; expected "
+                           f"a JobID of 32 hex digits (is this {REST}?)")
+    return jid.lower()
 
 
 def _pick_job(rest: _Rest, wanted: str) -> dict[str, Any]:
-    overview = rest.get("/jobs/overview")
-    jobs = [j for j in (overview.get("jobs") or []) if isinstance(j, dict)] if isinstance(overview, dict) else []
-    by_id = [j for j in jobs if str(j.get("jid", "")).lower() == wanted.lower()]
+    return pick_job(rest.get("/jobs/overview"), wanted, rest.where)
+
+
+def pick_job(overview: Any, wanted: str, server: str) -> dict[str, Any]:
+    """The job `wanted` (a JobID or a name) in a `/jobs/overview` answer of `server`, its `jid` checked."""
+    where = f"{server}/jobs/overview"
+    raw = overview.get("jobs") if isinstance(overview, dict) else None
+    if not isinstance(raw, list):
+        raise StorageError(f"{where}: no list of jobs in the answer (field jobs is {describe(raw)}; is this {REST}?)")
+    jobs = [j for j in raw if isinstance(j, dict)]
+    by_id = [j for j in jobs if isinstance(j.get("jid"), str) and j["jid"].lower() == wanted.lower()]
     if by_id:
-        return by_id[0]
+        return {**by_id[0], "jid": _job_id(by_id[0], where)}
     named = [j for j in jobs if j.get("name") == wanted]
     if not named:
         if _JOB_ID.fullmatch(wanted.lower()):  # an id the JobManager no longer lists: ask directly
             return {"jid": wanted.lower(), "name": "?", "state": "?"}
-        known = ", ".join(sorted({f"{j.get('name')} ({j.get('state')})" for j in jobs})[:10]) or "none"
-        raise StorageError(f"{rest.where}: no job named or with id {wanted!r} (jobs: {known})")
+        known = ", ".join(sorted({f"{one_line(j.get('name'), 60)} ({one_line(j.get('state'), 20)})"
+                                  for j in jobs[:1000]})[:10]) or "none"
+        raise StorageError(f"{server}: no job named or with id {one_line(wanted, 100)!r} (jobs: {known})")
     running = [j for j in named if j.get("state") not in TERMINAL]
     if len(running) > 1:
-        ids = ", ".join(f"{j.get('jid')} ({j.get('state')})" for j in running)
-        raise StorageError(f"{rest.where}: ambiguous, {len(running)} jobs named {wanted!r} are not finished ({ids}); "
-                           f"give the job id instead of the name")
+        ids = ", ".join(f"{one_line(j.get('jid'), 40)} ({one_line(j.get('state'), 20)})" for j in running[:10])
+        raise StorageError(f"{server}: ambiguous, {len(running)} jobs named {one_line(wanted, 100)!r} are not "
+                           f"finished ({ids}); give the job id instead of the name")
     if running:
-        return running[0]
-    return max(named, key=lambda j: int(j.get("start-time") or 0))  # the latest run of a stopped job
+        job = running[0]
+    else:  # the latest run of a stopped job
+        job = max(named, key=lambda j: _integer(j.get("start-time", 0), where, "start-time", low=-1))
+    return {**job, "jid": _job_id(job, where)}
 
 
-def _usable_pointer(entry: Any) -> str | None:
-    if not isinstance(entry, dict) or entry.get("discarded"):
+def _usable_pointer(entry: Any, where: str, field: str) -> str | None:
+    if not isinstance(entry, dict) or entry.get("discarded") is True:
         return None
     path = entry.get("external_path")
     if not isinstance(path, str) or not path.strip() or path.strip() == _NOT_ADDRESSABLE:
         return None
-    return path.strip()
+    path = path.strip()
+    if len(path) > MAX_POINTER_CHARS or one_line(path, MAX_POINTER_CHARS) != path:
+        raise StorageError(f"{where}: field {field}.external_path is {describe(path)}; expected one path of at most "
+                           f"{MAX_POINTER_CHARS} characters without control characters")
+    return path
 
 
 def _flink_rest(spec: str) -> Found:
     head, _, raw = spec.partition("?")
     rest = _Rest(head)
-    opts = _query(spec, raw, ("kind",))
+    opts = _query(redact(spec), raw, ("kind",))
     wanted = unquote(urlparse(head).path.strip("/"))
     if not wanted:
-        raise StorageError(f"{spec}: expected flink-rest://HOST:PORT/JOB (the job's name or id)")
+        raise StorageError(f"{redact(spec)}: expected flink-rest://HOST:PORT/JOB (the job's name or id)")
     job = _pick_job(rest, wanted)
-    jid = str(job["jid"])
-    stats = rest.get(f"/jobs/{quote(jid)}/checkpoints")
+    return latest_snapshot(rest.get(f"/jobs/{quote(job['jid'])}/checkpoints"), job, opts.get("kind"), rest.where)
+
+
+def latest_snapshot(stats: Any, job: dict[str, Any], kind: str | None, server: str) -> Found:
+    """The snapshot to check in a `/jobs/<id>/checkpoints` answer of `server` (Flink's
+    `CheckpointingStatistics`): the savepoint or retained checkpoint with the higher checkpoint id, or the
+    `kind` asked for; every field used is checked."""
+    jid = job["jid"]
+    where = f"{server}/jobs/{jid}/checkpoints"
     latest = stats.get("latest") if isinstance(stats, dict) else None
     latest = latest if isinstance(latest, dict) else {}
     options = []
-    for kind, key in (("savepoint", "savepoint"), ("checkpoint", "completed")):
+    for this, key in (("savepoint", "savepoint"), ("checkpoint", "completed")):
         entry = latest.get(key)
-        path = _usable_pointer(entry)
-        if path and opts.get("kind") in (None, kind):
-            options.append((int(entry.get("id") or 0), kind, path))
+        path = _usable_pointer(entry, where, f"latest.{key}")
+        if path and kind in (None, this):
+            number = _integer(entry.get("id"), where, f"latest.{key}.id")  # type: ignore[union-attr]
+            options.append((number, this, path))
+    name, state = one_line(job.get("name"), 100), one_line(job.get("state"), 30)
     if not options:
-        what = opts.get("kind") or "savepoint or retained checkpoint"
-        raise StorageError(f"{rest.where}: job {job.get('name')} ({jid}, {job.get('state')}) has no completed "
-                           f"{what} with an external path (/jobs/{jid}/checkpoints); take one: "
-                           f"flink savepoint {jid}")
-    number, kind, path = max(options)
-    return Found(normalise_pointer(path), f"latest {kind} (checkpoint id {number}) of job {job.get('name')} "
-                                          f"({jid}, {job.get('state')}) per {rest.where}")
+        what = kind or "savepoint or retained checkpoint"
+        raise StorageError(f"{server}: job {name} ({jid}, {state}) has no completed {what} with an external "
+                           f"path (/jobs/{jid}/checkpoints); take one: flink savepoint {jid}")
+    number, chosen, path = max(options)
+    return Found(normalise_pointer(path), f"latest {chosen} (checkpoint id {number}) of job {name} "
+                                          f"({jid}, {state}) per {server}")

@@ -19,20 +19,30 @@ placeholder path for last-state upgrades (`AbstractJobReconciler.LAST_STATE_DUMM
 not a savepoint and is skipped.
 
 Bad input (not YAML, not an operator resource, no savepoint recorded) is a `StorageError`: exit 2 and
-one line naming the file and the resource.
+one line naming the file and the resource. The file is read by the shared hardened reader
+(`hashing.documents`: a regular file only, bounded in size, values and depth, YAML without aliases,
+anchors or tags), and every field is checked for its type before it is used or quoted (`_show`), so a
+hand-edited or hostile resource is one line too, never a traceback.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
+from datetime import date, datetime
 from typing import Any
 
+from hashing.documents import Limits, parse_bytes, read_local_file
+from hashing.errors import describe
+from upgrade_gate.storage.redact import one_line
 from upgrade_gate.storage.s3 import StorageError, local_path
 
 MAX_YAML_BYTES = 16 * 1024 * 1024
+# `kubectl get -o yaml` of a deployment with a thousand snapshot resources is ~2 MB and ~15 levels deep
+RESOURCE_LIMITS = Limits(max_bytes=MAX_YAML_BYTES, max_values=400_000, max_depth=64, max_number_chars=40)
+RESOURCE_FILE = "Kubernetes resources (YAML)"
+MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: a later "timestamp" is no time
 JOB_KINDS = ("FlinkDeployment", "FlinkSessionJob")
 SNAPSHOT_KIND = "FlinkStateSnapshot"
 LAST_STATE_PLACEHOLDER = "KUBERNETES_OPERATOR_LAST_STATE"
@@ -75,35 +85,34 @@ class Resources:
     sessions: tuple[dict[str, Any], ...] = ()  # session-cluster FlinkDeployments (give session jobs their version)
 
 
-def _yaml_documents(name: str) -> list[Any]:
-    import yaml
+def _yaml_documents(data: bytes, name: str) -> list[Any]:
+    docs = parse_bytes(data, name, what=RESOURCE_FILE, limits=RESOURCE_LIMITS, error=StorageError, yaml_first=True,
+                       multi=True)
+    return [d for d in docs if d is not None]
 
-    path: Path = local_path(name)
-    try:
-        size = path.stat().st_size
-        if size > MAX_YAML_BYTES:
-            raise StorageError(f"{name}: {size} bytes is larger than the {MAX_YAML_BYTES}-byte limit for resources")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise StorageError(f"{name}: no such file") from None
-    except UnicodeDecodeError:
-        raise StorageError(f"{name}: not a YAML file (not UTF-8 text)") from None
-    except OSError as exc:
-        raise StorageError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise StorageError(f"{name}: not valid YAML{where}: {problem}") from None
+
+def _show(value: Any, limit: int = 80) -> str:
+    """A value from the file, for a one-line message: strings escaped and cut, anything else summarised."""
+    return repr(one_line(value, limit)) if isinstance(value, str) else describe(value)
+
+
+def _text(value: Any) -> str | None:
+    """A string field, stripped; anything else is absent."""
+    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def load_resources(name: str) -> Resources:
     """Every operator resource in a YAML file: one resource, several `---` documents, or a `kind: List`
     (what `kubectl get flinkdeployment,flinkstatesnapshot -o yaml` prints)."""
+    data = read_local_file(local_path(name), RESOURCE_LIMITS.max_bytes, name=name, what=RESOURCE_FILE,
+                           error=StorageError)
+    return parse_resources(data, name)
+
+
+def parse_resources(data: bytes, name: str) -> Resources:
+    """`load_resources` of a file's bytes (what the fuzz tests drive)."""
     items: list[Any] = []
-    for doc in _yaml_documents(name):
+    for doc in _yaml_documents(data, name):
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
             items.extend(doc["items"])
         else:
@@ -119,30 +128,32 @@ def load_resources(name: str) -> Resources:
         elif item.get("kind") == SNAPSHOT_KIND:
             snaps.append(item)
     if not jobs:
-        kinds = sorted({str(i.get("kind")) for i in items if isinstance(i, dict)}) or ["nothing"]
+        kinds = sorted({one_line(i.get("kind"), 40) for i in items if isinstance(i, dict)}) or ["nothing"]
+        more = f" and {len(kinds) - 10} more" if len(kinds) > 10 else ""
         what = " (only a session cluster, without spec.job)" if sessions else ""
         raise StorageError(f"{name}: no FlinkDeployment or FlinkSessionJob with a job in this file "
-                           f"(found {', '.join(kinds)}{what})")
+                           f"(found {', '.join(kinds[:10])}{more}{what})")
     return Resources(name, tuple(jobs), tuple(snaps), tuple(sessions))
 
 
 def _label(res: dict[str, Any]) -> str:
-    meta = res.get("metadata") if isinstance(res.get("metadata"), dict) else {}
-    return f"{res.get('kind')}/{meta.get('name') or '?'}"
+    name = _dict(res.get("metadata")).get("name")
+    return f"{one_line(res.get('kind'), 40)}/{one_line(name, 80) if isinstance(name, str) and name else '?'}"
 
 
 def pick_job(resources: Resources, name: str | None = None) -> dict[str, Any]:
     """The one job resource of the file (or the one called `name`); several without a name is ambiguous."""
     jobs = list(resources.jobs)
     if name:
-        jobs = [j for j in jobs if (j.get("metadata") or {}).get("name") == name]
+        jobs = [j for j in jobs if _dict(j.get("metadata")).get("name") == name]
         if not jobs:
-            have = ", ".join(_label(j) for j in resources.jobs)
-            raise StorageError(f"{resources.source}: no FlinkDeployment or FlinkSessionJob named {name!r} "
+            have = ", ".join(_label(j) for j in resources.jobs[:10])
+            raise StorageError(f"{resources.source}: no FlinkDeployment or FlinkSessionJob named {_show(name)} "
                                f"(the file holds {have})")
     if len(jobs) > 1:
+        more = f" and {len(jobs) - 10} more" if len(jobs) > 10 else ""
         raise StorageError(f"{resources.source}: ambiguous, it holds several jobs "
-                           f"({', '.join(_label(j) for j in jobs)}); name one (k8s:FILE#NAME)")
+                           f"({', '.join(_label(j) for j in jobs[:10])}{more}); name one (k8s:FILE#NAME)")
     return jobs[0]
 
 
@@ -152,29 +163,48 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _ms(value: Any) -> int | None:
     """A timestamp as epoch milliseconds: the operator writes numbers (`Savepoint.timeStamp`) or
-    strings (`JobStatus.startTime` as digits, `FlinkStateSnapshotStatus.resultTimestamp` as ISO-8601)."""
+    strings (`JobStatus.startTime` as digits, `FlinkStateSnapshotStatus.resultTimestamp` as ISO-8601).
+    Anything else, or a time before 1970 or after 9999, is no timestamp (None)."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, int | float):
-        return int(value)
-    if isinstance(value, datetime):
-        return int(value.timestamp() * 1000)
-    text = str(value).strip()
-    if text.isdigit():
-        return int(text)
+    if isinstance(value, float):
+        ms = int(value) if math.isfinite(value) else None
+    elif isinstance(value, int):
+        ms = value
+    elif isinstance(value, datetime):
+        ms = _epoch_ms(value)
+    elif isinstance(value, date):
+        ms = _epoch_ms(datetime(value.year, value.month, value.day))
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            ms = int(text) if len(text) <= 19 else None
+        else:
+            try:
+                ms = _epoch_ms(datetime.fromisoformat(text.replace("Z", "+00:00")))
+            except ValueError:
+                ms = None
+    else:
+        ms = None
+    return ms if ms is not None and 0 <= ms <= MAX_EPOCH_MS else None
+
+
+def _epoch_ms(when: datetime) -> int | None:
     try:
-        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
+        return int(when.timestamp() * 1000)
+    except (OverflowError, OSError, ValueError):
         return None
 
 
 def _usable(path: Any) -> bool:
-    return isinstance(path, str) and bool(path.strip()) and path.strip() != LAST_STATE_PLACEHOLDER
+    """A savepoint path: a non-empty one-line string that is not the operator's last-state placeholder."""
+    return (isinstance(path, str) and bool(path.strip()) and path.strip() != LAST_STATE_PLACEHOLDER
+            and len(path) <= 4096 and one_line(path.strip(), 4096) == path.strip())
 
 
 def _snapshot_targets(snap: dict[str, Any], job: dict[str, Any]) -> bool:
     ref = _dict(_dict(snap.get("spec")).get("jobReference"))
-    kind = _KIND_ALIASES.get(str(ref.get("kind")), ref.get("kind"))
+    kind = _KIND_ALIASES.get(ref.get("kind"), ref.get("kind")) if isinstance(ref.get("kind"), str) else None
     meta, smeta = _dict(job.get("metadata")), _dict(snap.get("metadata"))
     namespace = ref.get("namespace") or smeta.get("namespace")
     return (kind == job.get("kind") and ref.get("name") == meta.get("name")
@@ -201,32 +231,35 @@ def snapshots_of(job: dict[str, Any], resources: Resources) -> tuple[list[Snapsh
     if _usable(last.get("location")):
         timed.append(Snapshot(last["location"].strip(), "status.jobStatus.savepointInfo.lastSavepoint",
                               _ms(last.get("timeStamp"))))
-    for i, sp in enumerate(info.get("savepointHistory") or ()):
+    history = info.get("savepointHistory")
+    for i, sp in enumerate(history if isinstance(history, list) else ()):
         sp = _dict(sp)
         if _usable(sp.get("location")):
             timed.append(Snapshot(sp["location"].strip(), f"status.jobStatus.savepointInfo.savepointHistory[{i}]",
                                   _ms(sp.get("timeStamp"))))
     for snap in resources.snapshots:
         sst = _dict(snap.get("status"))
-        if _snapshot_targets(snap, job) and sst.get("state") == "COMPLETED" and _snapshot_path(snap):
+        path = _snapshot_path(snap)
+        if _snapshot_targets(snap, job) and sst.get("state") == "COMPLETED" and path:
             kind = "checkpoint" if _dict(snap.get("spec")).get("checkpoint") is not None else "savepoint"
-            timed.append(Snapshot(_snapshot_path(snap), f"FlinkStateSnapshot/{_dict(snap.get('metadata')).get('name')}"
-                                  f" ({kind})", _ms(sst.get("resultTimestamp"))))
+            timed.append(Snapshot(path, f"{_label(snap)} ({kind})", _ms(sst.get("resultTimestamp"))))
     timed.sort(key=lambda s: (s.timestamp_ms or 0), reverse=True)
     upgrade: list[Snapshot] = []
     ref = _dict(job_status.get("upgradeSnapshotReference"))
     if _usable(ref.get("path")):
         upgrade.append(Snapshot(ref["path"].strip(), "status.jobStatus.upgradeSnapshotReference.path"))
-    elif ref.get("name"):
-        match = [s for s in resources.snapshots if _dict(s.get("metadata")).get("name") == ref["name"]]
-        if match and _snapshot_path(match[0]):
-            upgrade.append(Snapshot(_snapshot_path(match[0]),
-                                    f"status.jobStatus.upgradeSnapshotReference -> FlinkStateSnapshot/{ref['name']}"))
+    elif _text(ref.get("name")):
+        ref_name = ref["name"]
+        match = [s for s in resources.snapshots if _dict(s.get("metadata")).get("name") == ref_name]
+        path = _snapshot_path(match[0]) if match else None
+        if path:
+            upgrade.append(Snapshot(path, f"status.jobStatus.upgradeSnapshotReference -> {_label(match[0])}"))
         else:
-            raise StorageError(f"{resources.source}: {_label(job)} restores from FlinkStateSnapshot/{ref['name']} "
+            shown = one_line(ref_name, 80)
+            raise StorageError(f"{resources.source}: {_label(job)} restores from FlinkStateSnapshot/{shown} "
                                f"(status.jobStatus.upgradeSnapshotReference), which is not in this file or has no "
                                f"path; add it: kubectl get {_label(job).split('/')[0].lower()}/"
-                               f"{_dict(job.get('metadata')).get('name')},flinkstatesnapshot/{ref['name']} -o yaml")
+                               f"{_label(job).split('/', 1)[1]},flinkstatesnapshot/{shown} -o yaml")
     if _usable(job_status.get("upgradeSavepointPath")):
         upgrade.append(Snapshot(job_status["upgradeSavepointPath"].strip(), "status.jobStatus.upgradeSavepointPath"))
     return timed, upgrade
@@ -269,11 +302,11 @@ def _initial_state(job: dict[str, Any], resources: Resources) -> Snapshot | None
     ref = _dict(job_spec.get("initialStateReference"))
     if _usable(ref.get("path")):
         return Snapshot(ref["path"].strip(), "spec.job.initialStateReference.path")
-    if ref.get("name"):
+    if _text(ref.get("name")):
         match = [s for s in resources.snapshots if _dict(s.get("metadata")).get("name") == ref["name"]]
-        if match and _snapshot_path(match[0]):
-            return Snapshot(str(_snapshot_path(match[0])),
-                            f"spec.job.initialStateReference -> FlinkStateSnapshot/{ref['name']}")
+        path = _snapshot_path(match[0]) if match else None
+        if path:
+            return Snapshot(path, f"spec.job.initialStateReference -> {_label(match[0])}")
     if _usable(job_spec.get("initialSavepointPath")):
         return Snapshot(job_spec["initialSavepointPath"].strip(), "spec.job.initialSavepointPath")
     return None
@@ -281,14 +314,15 @@ def _initial_state(job: dict[str, Any], resources: Resources) -> Snapshot | None
 
 def flink_version_of(spec_value: Any) -> str | None:
     """`v1_20` (the operator's FlinkVersion enum) as `1.20`."""
-    if spec_value is None:
+    if not isinstance(spec_value, str | int | float) or isinstance(spec_value, bool):
         return None
-    m = _VERSION.fullmatch(str(spec_value).strip())
+    m = _VERSION.fullmatch(str(spec_value).strip()[:40])
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
 def _flatten(conf: Any, prefix: str = "") -> dict[str, str]:
-    """`flinkConfiguration` as flat `key: value` strings; operator 1.11+ also accepts nested YAML."""
+    """`flinkConfiguration` as flat `key: value` strings; operator 1.11+ also accepts nested YAML (the reader
+    bounds its depth, so this recursion is bounded too)."""
     out: dict[str, str] = {}
     for key, value in _dict(conf).items():
         full = f"{prefix}{key}"
@@ -316,22 +350,39 @@ def job_settings(resources: Resources, name: str | None = None) -> JobSettings:
         raw_version = _dict(cluster[0].get("spec")).get("flinkVersion") if cluster else None
     version = flink_version_of(raw_version)
     if raw_version is not None and version is None:
-        raise StorageError(f"{resources.source}: {label}: spec.flinkVersion {raw_version!r} is not a Flink version "
-                           f"(expected e.g. v1_20)")
+        raise StorageError(f"{resources.source}: {label}: spec.flinkVersion {_show(raw_version)} is not a Flink "
+                           f"version (expected e.g. v1_20)")
     conf = _flatten(spec.get("flinkConfiguration"))
     par = job_spec.get("parallelism")
     if par in (None, 0) and conf.get("parallelism.default"):
         par = conf["parallelism.default"]
-    try:
-        parallelism = int(par) if par not in (None, 0, "0") else None
-    except (TypeError, ValueError):
-        raise StorageError(f"{resources.source}: {label}: spec.job.parallelism {par!r} is not a number") from None
-    if parallelism is not None and parallelism < 1:
-        raise StorageError(f"{resources.source}: {label}: spec.job.parallelism {par!r} must be at least 1")
+    parallelism = _parallelism(par, f"{resources.source}: {label}: spec.job.parallelism")
     args = job_spec.get("args") or []
-    if not isinstance(args, list):
+    if not isinstance(args, list) or not all(isinstance(a, str | int | float) for a in args):
         raise StorageError(f"{resources.source}: {label}: spec.job.args must be a list of strings")
-    return JobSettings(resource=label, jar_uri=job_spec.get("jarURI"), entry_class=job_spec.get("entryClass"),
+    strings = {}
+    for key in ("jarURI", "entryClass", "upgradeMode"):
+        value = job_spec.get(key)
+        if value is not None and not isinstance(value, str):
+            raise StorageError(f"{resources.source}: {label}: spec.job.{key} is {_show(value)}, not a string")
+        strings[key] = value
+    return JobSettings(resource=label, jar_uri=strings["jarURI"], entry_class=strings["entryClass"],
                        args=tuple(str(a) for a in args), parallelism=parallelism, flink_configuration=conf,
-                       flink_version=version, allow_non_restored_state=bool(job_spec.get("allowNonRestoredState")),
-                       upgrade_mode=job_spec.get("upgradeMode"))
+                       flink_version=version, allow_non_restored_state=job_spec.get("allowNonRestoredState") is True,
+                       upgrade_mode=strings["upgradeMode"])
+
+
+def _parallelism(value: Any, field: str) -> int | None:
+    """`spec.job.parallelism` (or `parallelism.default`): a positive int below Flink's 32768-task limit, or unset."""
+    if value in (None, 0, "0"):
+        return None
+    text = value.strip() if isinstance(value, str) else value
+    if type(text) is int:
+        number = text
+    elif isinstance(text, str) and text.isdigit() and len(text) <= 9:
+        number = int(text)
+    else:
+        raise StorageError(f"{field} {_show(value)} is not a number")
+    if not 1 <= number <= 32768:
+        raise StorageError(f"{field} {_show(value)} must be between 1 and 32768")
+    return number

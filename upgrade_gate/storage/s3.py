@@ -6,14 +6,18 @@ Spark jobs and the Airflow hook fail the same way on the same bad location.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from hashing.errors import InputError
+from upgrade_gate.storage.watchdog import Guard, guard_boto_client
+from upgrade_gate.storage.watchdog import current as current_guard
 
 
 class StorageError(InputError):
@@ -101,7 +105,7 @@ def s3_client() -> Any:
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     config = client_config().merge(Config(s3={"addressing_style": "path"} if endpoint else {}))
-    return boto3.client("s3", endpoint_url=endpoint, region_name=region, config=config)
+    return guard_boto_client(boto3.client("s3", endpoint_url=endpoint, region_name=region, config=config))
 
 
 class Deadline:
@@ -124,6 +128,24 @@ class Deadline:
     def check(self, uri: str) -> None:
         if self.remaining() <= 0:
             raise self.timed_out(uri, "too slow")
+
+    @contextlib.contextmanager
+    def guard(self, uri: str, detail: str = "the server sent its answer too slowly") -> Iterator[Guard]:
+        """The block's sockets are shut down when this deadline passes (`upgrade_gate.storage.watchdog`), and
+        whatever that makes the block raise (or return short) becomes the one timed-out error naming `uri`.
+
+        Socket timeouts alone bound each read, not the call: a server trickling one byte per half second
+        never trips them."""
+        guard = Guard(self.remaining())
+        try:
+            with guard:
+                yield guard
+        except Exception:
+            if guard.expired:
+                raise self.timed_out(uri, detail) from None
+            raise
+        if guard.expired:
+            raise self.timed_out(uri, detail)
 
 
 def _is_timeout(exc: BaseException) -> bool:
@@ -179,12 +201,14 @@ def get_object(client: Any, bucket: str, key: str, max_bytes: int, what: str = "
     truncated `_metadata` would otherwise be reported as a corrupt savepoint."""
     uri = f"s3://{bucket}/{key}"
     deadline = deadline or Deadline()
+    guard_boto_client(client)
     worst = Timeouts.for_budget(deadline.budget).worst_call
     problem = ""
     for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
         deadline.check(uri)
         try:
-            data, length = _get_once(client, uri, bucket, key, max_bytes, what, deadline)
+            with deadline.guard(uri, "the server sent the object too slowly"):
+                data, length = _get_once(client, uri, bucket, key, max_bytes, what, deadline)
             if length is None or len(data) == length:
                 return data
             problem = f"the connection ended after {len(data)} of {length} bytes"
@@ -210,6 +234,9 @@ def _get_once(client: Any, uri: str, bucket: str, key: str, max_bytes: int, what
     length = obj.get("ContentLength")
     length = int(length) if length is not None else None
     body = obj["Body"]
+    guard = current_guard()
+    if guard is not None:  # the body's own connection, in case the pools could not be guarded
+        guard.add(getattr(body, "_raw_stream", body))
     with body:
         if length is not None and length > max_bytes:
             raise StorageError(f"{uri}: {length} bytes is larger than the {max_bytes}-byte limit for {what}")

@@ -17,8 +17,9 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from hashing.readers.source import MAX_GRAPH_BYTES
-from upgrade_gate.flink.metadata import CheckpointMetadata, parse_metadata
+from upgrade_gate.flink.metadata import CheckpointMetadata
 from upgrade_gate.storage import MetadataBlob, is_s3, read_metadata_blob, read_object, write_object
+from upgrade_gate.storage.savepoints import load_newest_complete
 
 
 class SavepointStorageHook(BaseHook):
@@ -56,9 +57,12 @@ class SavepointStorageHook(BaseHook):
         return read_metadata_blob(uri, client=self.s3_client if self.is_s3(uri) else None, job_folder=job_folder)
 
     def load_savepoint(self, uri: str, *, job_folder: bool = False) -> tuple[CheckpointMetadata, str]:
-        """The parsed savepoint and the exact `_metadata` it was read from (for reports and retries)."""
-        blob = self.read_metadata(uri, job_folder=job_folder)
-        return parse_metadata(blob.data, blob.source, blob.base_dir), blob.source
+        """The parsed savepoint and the exact `_metadata` it was read from (for reports and retries): for a
+        prefix, the newest complete one; a newer one still being written is skipped and named in the log."""
+        loaded = load_newest_complete(uri, client=self.s3_client if self.is_s3(uri) else None, job_folder=job_folder)
+        for skipped in loaded.skipped:
+            self.log.warning("savepoint %s", skipped)
+        return loaded.metadata, loaded.source
 
     def read_bytes(self, uri: str, max_bytes: int = MAX_GRAPH_BYTES) -> bytes:
         """A whole small object or file (a job-graph spec, a plan, a jar), bounded in size."""

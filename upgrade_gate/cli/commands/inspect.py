@@ -17,7 +17,7 @@ from upgrade_gate.flink.state_meta import OperatorSchemas, read_state_schemas
 from upgrade_gate.flink.state_meta.model import short_name
 from upgrade_gate.gate.state_schema_rules import LAST_1X_METADATA_VERSION, kryo_misreads
 from upgrade_gate.storage import discovery
-from upgrade_gate.storage.savepoints import load_savepoint
+from upgrade_gate.storage.savepoints import load_newest_complete
 from upgrade_gate.storage.state_files import external_files_json, state_stream_opener
 
 NAME = "inspect"
@@ -226,8 +226,13 @@ def run(args: argparse.Namespace) -> int:
     if discovery.is_discovery(args.savepoint):  # latest:DIR?job-id=, flink-rest://, k8s:FILE
         metadata, found = discovery.load(args.savepoint)
         print(f"savepoint: {metadata.source} ({found.how})", file=sys.stderr)
+        for warning in found.warnings():
+            print(f"warning: {warning}", file=sys.stderr)
     else:
-        metadata = load_savepoint(args.savepoint)
+        loaded = load_newest_complete(args.savepoint)
+        for skipped in loaded.skipped:
+            print(f"warning: {skipped}; read {loaded.source}", file=sys.stderr)
+        metadata = loaded.metadata
     doc = add_states(to_json(metadata, detail=args.detail), read_state_schemas(metadata, state_stream_opener()))
     doc["external_files"] = external_files_json(metadata, metadata.source.rsplit("/", 1)[0])
     if (args.format or ("table" if sys.stdout.isatty() else "json")) == "json":
