@@ -81,6 +81,7 @@ bench: flink $(AF_VENV)/.installed
 	$(VPY) -m bench.bench_metadata
 	$(VPY) -m bench.bench_state_meta
 	$(VPY) -m bench.bench_keygroups
+	$(VPY) -m bench.bench_repair
 	$(VPY) -m bench.bench_spark
 	$(VPY) -m bench.bench_spark --driver-memory 10000,100000
 	$(VPY) -m bench.bench_spark --only fleet --jobs 100000 --configs 2,gate
@@ -92,8 +93,10 @@ bench: flink $(AF_VENV)/.installed
 fuzz: flink $(AF_VENV)/.installed
 	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q -s tests/flink/test_metadata_fuzz.py
 	UPGRADE_GATE_GRAPH_FUZZ_EXAMPLES=100000 $(VPY) -m pytest -q -s tests/hashing/test_graph_fuzz.py
+	UPGRADE_GATE_DOC_FUZZ_EXAMPLES=100000 $(VPY) -m pytest -q -s tests/storage/test_documents_fuzz.py
 	UPGRADE_GATE_FASTIDS_GRAPHS=100000 $(VPY) -m pytest -q tests/hashing/test_fastids.py
 	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q tests/flink/test_state_meta.py -k corrupt
+	UPGRADE_GATE_FUZZ_EXAMPLES=5000 $(VPY) -m pytest -q tests/repair/test_repair_fuzz.py
 	UPGRADE_GATE_FULL_CHECKPOINT_RESTORES=1 $(VPY) -m pytest -q tests/gate/test_checkpoint_restores_rerun.py
 	UPGRADE_FAULTS_FULL=1 $(AF_PY) -m pytest -q tests/airflow/test_upgrade_faults.py
 
@@ -107,6 +110,7 @@ fixtures: flink
 	$(VPY) -m flink_bridge.generate_restores
 	$(VPY) -m flink_bridge.generate_checkpoint_restores
 	$(VPY) -m flink_bridge.plan_versions
+	$(VPY) -m flink_bridge.generate_repairs
 
 clean:
 	rm -rf $(WORK)/venv $(WORK)/venv-airflow $(WORK)/jvm

@@ -31,6 +31,8 @@ JOB_SCHEMA = {
         "rollback_jar": {"type": "string", "description": "the running version's jar: restarted from the upgrade "
                          "savepoint if the new job does not restore"},
         "rollback_jar_id": {"type": "string"}, "rollback_main_class": {"type": "string"},
+        "repair_savepoint": {"type": "boolean", "description": "a blocked upgrade that `upgrade-gate repair` makes "
+                             "SAFE goes ahead from a repaired copy of the stop-with-savepoint (written beside it)"},
     },
 }
 

@@ -69,6 +69,11 @@ PARAMS = in_section(CHECK, {
                           description="Upgrade mode: the running version's jar, restarted from the upgrade savepoint "
                           "if the new job does not restore (without it a failed restore needs an operator)."),
     "rollback_main_class": Param(None, type=["null", "string"], title="Rollback main class"),
+    "repair_savepoint": Param(False, type="boolean", title="Repair a blocked upgrade",
+                              description="Upgrade mode: when the gate blocks but `upgrade-gate repair` would make "
+                              "the upgrade SAFE (the report says so), stop the job with a savepoint, write a "
+                              "repaired copy beside it (the savepoint itself is never modified), check it and start "
+                              "the new job from the copy. Asks for approval like any upgrade."),
     "state_root": Param(None, type=["null", "string"], title="Upgrade records",
                         description="Where upgrade records and per-job leases live (s3://bucket/prefix/). Empty: the "
                         "Variable upgrade_gate_state_root; if that is empty too, the local work directory "
@@ -132,7 +137,7 @@ def flink_upgrade_gate() -> None:
     approve = ApprovalOperator(
         task_id="approve",
         subject="Upgrade Flink job {{ params.job_name }}?",
-        body="The gate found the upgrade SAFE (no state is lost). Report: "
+        body="{{ ti.xcom_pull(task_ids='gate')['approval'] }} Report: "
              "{{ ti.xcom_pull(task_ids='simulate_restore')['report_url'] }}",
         response_timeout=timedelta(hours=24),
         on_success_callback=steps.approval_note,  # "REJECTED by <who> at <when>" on the run

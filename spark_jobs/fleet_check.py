@@ -9,9 +9,11 @@ version) come from an optional plan (CSV/JSON/Parquet with a `job` column), else
 
 Outputs, in one folder written atomically: `verdicts/` (Parquet, one row per job: verdict, whether
 the restore succeeds, Flink's own error text, state and lost bytes, the losses and remedies as
-JSON) and `summary.json`: counts per verdict, bytes at risk, the worst jobs, jobs that could not be
-checked, and `gate` = PASS only when every job is SAFE. A job missing from one side, or whose spec
-or savepoint is unreadable, is reported with `error` (verdict null) and blocks the gate.
+JSON, and for a blocked job whether `upgrade-gate repair` would make it SAFE: `repair`, planned in memory,
+nothing written) and `summary.json`: counts per verdict, bytes at risk, how many blocked jobs are repairable,
+the worst jobs, jobs that could not be checked, and `gate` = PASS only when every job is SAFE. A job missing
+from one side, or whose spec or savepoint is unreadable, is reported with `error` (verdict null) and blocks
+the gate.
 
     spark-submit spark_jobs/fleet_check.py --ids /data/fleet-ids --scan /data/scan --output /data/check
 """
@@ -49,7 +51,7 @@ SCHEMA_DDL = (
     "job string, spec string, metadata string, hasher string, matching string, allow_non_restored_state boolean, "
     "flink_version string, verdict string, restore_succeeds boolean, flink_error string, operators int, "
     "state_bytes long, lost_bytes long, lost_operators int, verdict_with_remedies string, losses string, "
-    "remedies string, warnings array<string>, error string, operator_rows string"
+    "remedies string, warnings array<string>, error string, operator_rows string, repair string"
 )
 # per-operator rows for the fleet reports of blocked jobs (the ones a person opens); SAFE jobs keep the
 # table small and the fleet fast
@@ -70,16 +72,18 @@ def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non
     graph = parse_graph(load_spec(spec, client), spec)
     old = parse_graph(load_spec(old_spec, client), old_spec) if old_spec else None
     return check_parsed(savepoint, graph, hasher=hasher, matching=matching,
-                        allow_non_restored_state=allow_non_restored_state, flink_version=flink_version, old=old)
+                        allow_non_restored_state=allow_non_restored_state, flink_version=flink_version, old=old,
+                        client=client)
 
 
 def check_parsed(savepoint: CheckpointMetadata, graph: LoadedGraph, *, hasher: str, matching: str,
                  allow_non_restored_state: bool, flink_version: str | None,
-                 old: LoadedGraph | None = None) -> dict[str, Any]:
+                 old: LoadedGraph | None = None, client: Any | None = None) -> dict[str, Any]:
     """`check_job` of a savepoint and graph already read (`fleet_gate` reads each once for its three tables)."""
-    result = check_upgrade(savepoint, graph, hasher=hasher, matching=matching,
-                           allow_non_restored_state=allow_non_restored_state, flink_version=flink_version,
-                           old_graph=old, rescale_detail=False, with_migration=False).to_json()
+    checked = check_upgrade(savepoint, graph, hasher=hasher, matching=matching,
+                            allow_non_restored_state=allow_non_restored_state, flink_version=flink_version,
+                            old_graph=old, rescale_detail=False, with_migration=False)
+    result = checked.to_json()
     state_ops = [op for op in result["operators"] if op.get("note") is None]
     return {
         "verdict": result["verdict"], "restore_succeeds": result["restore_succeeds"],
@@ -92,7 +96,24 @@ def check_parsed(savepoint: CheckpointMetadata, graph: LoadedGraph, *, hasher: s
         "warnings": list(result["warnings"]),
         "operator_rows": json.dumps([{k: op.get(k) for k in _ROW_FIELDS} for op in result["operators"]])
         if policy.blocks(result["verdict"]) else None,
+        "repair": _repair_offer(checked, savepoint, graph, old, hasher, matching, flink_version, client)
+        if policy.blocks(result["verdict"]) else None,
     }
+
+
+def _repair_offer(checked: Any, savepoint: CheckpointMetadata, graph: LoadedGraph, old: LoadedGraph | None,
+                  hasher: str, matching: str, flink_version: str | None, client: Any | None) -> str | None:
+    """Would `upgrade-gate repair` make this blocked job SAFE (docs/guide.md, "When the gate says no")?
+    `upgrade_gate.repair.offer`, planned in memory in the executor: nothing is written. JSON, or None."""
+    from upgrade_gate.gate.misrouting import load_side
+    from upgrade_gate.repair.offer import repair_offer
+    from upgrade_gate.storage.state_files import state_stream_opener
+
+    offer = repair_offer(checked, savepoint, load_side(graph), old=load_side(old) if old is not None else None,
+                         hasher=hasher, matching=matching, flink_version=flink_version,
+                         opener=state_stream_opener(client), savepoint=savepoint.source, graph=graph.origin,
+                         old_graph=old.origin if old is not None else None)
+    return json.dumps(offer) if offer is not None else None
 
 
 def check_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None,
@@ -152,7 +173,7 @@ def fleet_check(inputs: DataFrame, partitions: int | None = None) -> DataFrame:
 
 
 SUMMARY_COLUMNS = ("job", "verdict", "state_bytes", "lost_bytes", "lost_operators", "flink_error",
-                   "verdict_with_remedies", "losses", "error")
+                   "verdict_with_remedies", "losses", "error", "repair")
 
 
 def read_verdicts(spark: SparkSession, table: str) -> list[dict[str, Any]]:
@@ -176,7 +197,7 @@ class _Summary:
     def __init__(self, worst: int) -> None:
         self.worst = worst
         self.counts: dict[str, int] = {}
-        self.jobs = self.state = self.lost = self.blocked = 0
+        self.jobs = self.state = self.lost = self.blocked = self.repairable = 0
         self.worst_rows: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         self.errors: list[tuple[str, dict[str, Any]]] = []
 
@@ -188,6 +209,8 @@ class _Summary:
         self.lost += r["lost_bytes"] or 0
         if r["verdict"] == Verdict.RESTORE_FAILS:
             self.blocked += r["state_bytes"] or 0
+        if r.get("repair") and json.loads(r["repair"]).get("repairable"):
+            self.repairable += 1
         if r["verdict"] and policy.blocks(r["verdict"]):
             key = (-Verdict(r["verdict"]).severity, -(r["lost_bytes"] or 0), -(r["state_bytes"] or 0), r["job"])
             self.worst_rows.append((key, r))
@@ -210,10 +233,13 @@ class _Summary:
             "bytes_at_risk": self.lost,
             "state_bytes": self.state,
             "state_bytes_in_failing_restores": self.blocked,
+            # blocked jobs `upgrade-gate repair` would make SAFE (planned in memory, nothing written)
+            "repairable_jobs": self.repairable,
             "worst_jobs": [{"job": r["job"], "verdict": r["verdict"], "lost_bytes": r["lost_bytes"],
                             "state_bytes": r["state_bytes"], "lost_operators": r["lost_operators"],
                             "flink_error": r["flink_error"], "verdict_with_remedies": r["verdict_with_remedies"],
-                            "losses": json.loads(r["losses"] or "[]")[:5]} for r in worst_rows],
+                            "losses": json.loads(r["losses"] or "[]")[:5],
+                            "repair": json.loads(r["repair"]) if r.get("repair") else None} for r in worst_rows],
             "unchecked_jobs": [{"job": r["job"], "error": r["error"]} for r in errors],
         }
 

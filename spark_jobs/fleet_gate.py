@@ -104,7 +104,7 @@ def gate_job(row: dict[str, Any], ids_version: str | None, client: Any | None
             verdict.update(fleet_check.check_parsed(
                 meta, graph, hasher=row["hasher"], matching=row["matching"],
                 allow_non_restored_state=bool(row["allow_non_restored_state"]),
-                flink_version=row["flink_version"], old=old))
+                flink_version=row["flink_version"], old=old, client=client))
         except Exception as exc:
             verdict["error"] = _error_text(exc, (InputError, common.JobError))
     return nodes, ops, verdict

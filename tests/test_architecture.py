@@ -2,8 +2,8 @@
 look down, and real Flink (`flink_bridge`) reachable from one CLI command only.
 
 Layers (upgrade_gate/__init__.py): `hashing` -> `upgrade_gate.flink` -> `upgrade_gate.storage` ->
-`upgrade_gate.gate` -> `upgrade_gate.cli`. `upgrade_gate.vocabulary` (the shared words) sits just above
-`upgrade_gate.flink`, whose matching modes it names. Imports are read with `ast`, every one counted:
+`upgrade_gate.gate` -> `upgrade_gate.repair` -> `upgrade_gate.cli`. `upgrade_gate.vocabulary` (the shared words)
+sits just above `upgrade_gate.flink`, whose matching modes it names. Imports are read with `ast`, every one counted:
 module level, inside functions and under `TYPE_CHECKING` (a cycle there is still a cycle for a reader).
 A second test imports every module first thing in a fresh interpreter, which is how a cycle breaks at run time.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("hashing", "upgrade_gate")
 LAYERS = ("hashing", "upgrade_gate.flink", "upgrade_gate.vocabulary", "upgrade_gate.storage", "upgrade_gate.gate",
-          "upgrade_gate.cli")
+          "upgrade_gate.repair", "upgrade_gate.cli")
 # what may import flink_bridge (which runs a JVM): the `export` command, and the tools and tests around it
 FLINK_BRIDGE_USERS = {"upgrade_gate/cli/commands/export.py"}
 FLINK_BRIDGE_DIRS = ("flink_bridge/", "tests/", "bench/")

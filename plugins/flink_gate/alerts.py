@@ -53,6 +53,18 @@ class GateAlert:
     operators: tuple[OperatorAtRisk, ...]
     remedies: tuple[str, ...]
     extra: dict[str, Any] = field(default_factory=dict)
+    # `repair` of the check (upgrade_gate/repair/offer.py): a new savepoint that would make the upgrade SAFE
+    repair: dict[str, Any] | None = None
+
+    @property
+    def repair_text(self) -> str | None:
+        r = self.repair
+        if not r:
+            return None
+        if r.get("repairable"):
+            return (f"Repairable without changing the job (a new savepoint; this one is not modified): "
+                    f"{r.get('command')}")
+        return f"A repair of the savepoint needs a decision first: {(r.get('needs') or ['see the report'])[0]}"
 
     @property
     def title(self) -> str:
@@ -76,6 +88,7 @@ class GateAlert:
             "operators": [{"operator_id": o.operator_id, "name": o.name, "lost_bytes": o.lost_bytes,
                            "state_names": list(o.state_names), "reason": o.reason} for o in self.operators],
             "remedies": list(self.remedies),
+            "repair": self.repair,
             "report_url": self.report_url,
             "text": self.to_text(),
         }
@@ -97,6 +110,8 @@ class GateAlert:
         if self.remedies:
             lines.append("Remedies:")
             lines.extend(f"  • {r}" for r in self.remedies)
+        if self.repair_text:
+            lines.append(self.repair_text)
         lines.append(f"Report: {self.report_url}")
         return "\n".join(lines)
 
@@ -112,7 +127,8 @@ class GateAlert:
                 f"<table border='1' cellpadding='4'><tr><th>operator</th><th>id</th><th>states</th>"
                 f"<th>bytes at risk</th><th>why</th></tr>{rows}</table>"
                 f"<h3>Remedies</h3><ul>{remedies}</ul>"
-                f"<p><a href='{html.escape(self.report_url)}'>Full report</a></p>")
+                + (f"<p>{html.escape(self.repair_text)}</p>" if self.repair_text else "")
+                + f"<p><a href='{html.escape(self.report_url)}'>Full report</a></p>")
 
 
 def _human_bytes(n: int) -> str:
@@ -181,7 +197,7 @@ def build_alert(result: dict[str, Any], *, job: str, run_id: str, dag_id: str, s
     return GateAlert(job=job, verdict=verdict, run_id=run_id, dag_id=dag_id, savepoint=savepoint,
                      report_url=report_url, flink_error=result.get("flink_error"),
                      bytes_at_risk=sum(o.lost_bytes for o in ops), operators=ops,
-                     remedies=tuple(_text(r) for r in result.get("remedies", [])))
+                     remedies=tuple(_text(r) for r in result.get("remedies", [])), repair=result.get("repair"))
 
 
 def alert_from_payload(payload: dict[str, Any]) -> GateAlert:
@@ -191,4 +207,4 @@ def alert_from_payload(payload: dict[str, Any]) -> GateAlert:
     return GateAlert(job=payload["job"], verdict=payload["verdict"], run_id=payload["run_id"],
                      dag_id=payload["dag_id"], savepoint=payload["savepoint"], report_url=payload["report_url"],
                      flink_error=payload.get("flink_error"), bytes_at_risk=int(payload["bytes_at_risk"]),
-                     operators=ops, remedies=tuple(payload["remedies"]))
+                     operators=ops, remedies=tuple(payload["remedies"]), repair=payload.get("repair"))

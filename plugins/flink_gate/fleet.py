@@ -36,14 +36,16 @@ def check_from_row(row: dict[str, Any]) -> dict[str, Any]:
             "operators": json.loads(operators) if isinstance(operators, str) else list(operators or []),
             "losses": losses, "remedies": json.loads(row.get("remedies") or "[]"),
             "verdict_with_remedies": row.get("verdict_with_remedies"), "warnings": list(row.get("warnings") or []),
-            "state_bytes": row.get("state_bytes"), "lost_bytes": row.get("lost_bytes"), "error": row.get("error")}
+            "state_bytes": row.get("state_bytes"), "lost_bytes": row.get("lost_bytes"), "error": row.get("error"),
+            "repair": json.loads(row["repair"]) if row.get("repair") else None}
 
 
 def fleet_row(job: str, check: dict[str, Any]) -> dict[str, Any]:
     """One line of the fleet summary table: job x verdict x bytes at risk."""
     return {"job": job, "verdict": check["verdict"], "bytes_at_risk": int(check.get("lost_bytes") or 0),
             "state_bytes": check.get("state_bytes"), "verdict_with_remedies": check.get("verdict_with_remedies"),
-            "error": check.get("error"), "flink_error": check.get("flink_error")}
+            "error": check.get("error"), "flink_error": check.get("flink_error"),
+            "repairable": bool((check.get("repair") or {}).get("repairable"))}
 
 
 def publish(context: Any, summary: dict[str, Any], check_dir: str) -> dict[str, Any]:
@@ -69,7 +71,8 @@ def publish(context: Any, summary: dict[str, Any], check_dir: str) -> dict[str, 
     store.publish(FLEET_REPORT_JOB, ti.run_id, fleet_check, render_fleet(summary, table),
                   {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": "", "source": "fleet_scan"})
     return {"gate": summary.get("gate"), "jobs": len(rows), "verdicts": summary.get("verdicts"),
-            "blocked": blocked, "bytes_at_risk": summary.get("bytes_at_risk"), "unchecked": summary.get("errors")}
+            "blocked": blocked, "bytes_at_risk": summary.get("bytes_at_risk"), "unchecked": summary.get("errors"),
+            "repairable": summary.get("repairable_jobs", 0)}
 
 
 def alert(context: Any, published: dict[str, Any], notifiers: list[Any]) -> list[str]:

@@ -79,6 +79,25 @@ def run_check(metadata: Any, graph_path: str, *, hasher: str, matching: str, all
                          allow_non_restored_state=allow_non_restored_state, flink_version=flink_version or None)
 
 
+def repair_offer(result: Any, metadata: Any, graph_path: str, *, hasher: str, matching: str,
+                 flink_version: str | None, opener: Any, savepoint: str) -> dict[str, Any] | None:
+    """The check's `repair` field (`upgrade_gate.repair.offer`, the CLI's and the fleet's): would `upgrade-gate
+    repair` make this blocked upgrade SAFE, and the command. Planned in memory; nothing is written."""
+    from upgrade_gate.gate.misrouting import load_side
+    from upgrade_gate.repair.offer import repair_offer as offer
+
+    return offer(result, metadata, load_side(read_graph(graph_path)), hasher=hasher, matching=matching,
+                 flink_version=flink_version or None, opener=opener, savepoint=savepoint, graph=graph_path)
+
+
+def proceeds_by_repair(check: dict[str, Any], p: dict[str, Any]) -> bool:
+    """A blocked upgrade the run still performs: it was asked to (`repair_savepoint`, upgrade mode) and the check's
+    repair offer says a repaired savepoint makes it SAFE. The stop-with-savepoint is checked and repaired again
+    before the new job starts (`flink_gate.repair_step`): this only decides whether to go on."""
+    offer = check.get("repair") or {}
+    return bool(p.get("repair_savepoint")) and p.get("mode") == "upgrade" and bool(offer.get("repairable"))
+
+
 def graph_node_ids(graph_path: str, hasher: str, flink_version: str | None) -> dict[str, Any]:
     """Operator IDs of the new graph straight from the core (what the Spark job must agree with)."""
     return compute_operator_ids(read_graph(graph_path).graph, hasher, flink_version or None).to_json()

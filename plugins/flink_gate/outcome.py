@@ -33,8 +33,16 @@ def gate_note(verdict: str, bytes_at_risk: int | None, report_url: str, *, block
     return clip(f"BLOCKED: {verdict}, {human_bytes(int(bytes_at_risk or 0))} at risk — report: {report_url}")
 
 
+def repair_note(verdict: str, offer: dict[str, Any], report_url: str) -> str:
+    """`REPAIRABLE: RESTORE_FAILS as it is; the upgrade goes ahead from a repaired savepoint after approval — …`."""
+    how = " ".join(offer.get("options") or [])
+    return clip(f"REPAIRABLE: {verdict} as it is; the upgrade goes ahead from a repaired savepoint"
+                f"{f' ({how})' if how else ''} after approval — report: {report_url}")
+
+
 def fleet_note(published: dict[str, Any], report_url: str) -> str:
-    """`BLOCKED 3 of 4 jobs (fraud-scoring, …), 12.3 KiB at risk — summary: <url>`, or `PASS: …`."""
+    """`BLOCKED 3 of 4 jobs (fraud-scoring, …), 2 repairable by `upgrade-gate repair`, 12.3 KiB at risk — summary:
+    <url>`, or `PASS: …`."""
     jobs = int(published.get("jobs") or 0)
     blocked = list(published.get("blocked") or [])
     unchecked = int(published.get("unchecked") or 0)
@@ -42,7 +50,9 @@ def fleet_note(published: dict[str, Any], report_url: str) -> str:
     if not blocked:
         return clip(f"PASS: all {jobs} jobs SAFE{tail} — summary: {report_url}")
     names = ", ".join(blocked[:5]) + (", …" if len(blocked) > 5 else "")
-    return clip(f"BLOCKED {len(blocked)} of {jobs} jobs ({names}), "
+    repairable = int(published.get("repairable") or 0)
+    fixable = f", {repairable} repairable by `upgrade-gate repair`" if repairable else ""
+    return clip(f"BLOCKED {len(blocked)} of {jobs} jobs ({names}){fixable}, "
                 f"{human_bytes(int(published.get('bytes_at_risk') or 0))} at risk{tail} — summary: {report_url}")
 
 

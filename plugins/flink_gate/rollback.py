@@ -37,6 +37,7 @@ from flink_gate.steps import (
     holder_of,
     perform_upgrade,
     rest_hook,
+    restore_point,
     start_job,
     stop_and_find_savepoint,
     verify_upgrade,
@@ -45,7 +46,7 @@ from flink_gate.upgrade_records import TERMINAL_STATES, LeaseLost, UpgradeRecord
 
 ROLLBACK_KEYS = ("rollback_jar", "rollback_jar_id", "rollback_main_class")
 PLAN_KEYS = ("jar", "main_class", "flink_jar_id", "parallelism", "allow_non_restored_state", "savepoint_target_dir",
-             "timeout_s", "rollback_parallelism", *ROLLBACK_KEYS)
+             "timeout_s", "rollback_parallelism", "repair_savepoint", *ROLLBACK_KEYS)
 
 
 class UpgradeRolledBack(RuntimeError):
@@ -119,7 +120,7 @@ def settle(p: dict[str, Any], record: UpgradeRecord, lease: Any) -> None:
         job = hook.job_or_none(record["new_job_id"])
         if job is not None and job.get("state") == "RUNNING":
             try:
-                verified = verify_restored(q, record["new_job_id"], record["savepoint"])
+                verified = verify_restored(q, record["new_job_id"], restore_point(record))
                 record.save(state="running-verified", verified=verified, outcome="finished by a later run")
                 return
             except (FlinkRestError, RuntimeError):
@@ -143,7 +144,7 @@ def upgrade_with_rollback(p: dict[str, Any], record: UpgradeRecord, graph_path: 
         raise _rolled_back(p, record)
     try:
         upgraded = perform_upgrade(p, record, graph_path, lease)
-        verified = verify_restored(p, upgraded["new_job_id"], upgraded["savepoint"])
+        verified = verify_restored(p, upgraded["new_job_id"], restore_point(upgraded))
         old = rest_hook(p).job_or_none(record["old_job_id"])
         if old is not None and old.get("state") not in TERMINAL_JOB_STATES:
             raise NeedsOperator(f"{p['job_name']}: the new job runs but the old job {record['old_job_id']} is "
@@ -170,8 +171,8 @@ def upgrade_with_rollback(p: dict[str, Any], record: UpgradeRecord, graph_path: 
 
 
 def _result(record: UpgradeRecord) -> dict[str, Any]:
-    return {**record["verified"], "savepoint": record["savepoint"], "old_job_id": record.get("old_job_id"),
-            "new_job_id": record.get("new_job_id"), "record": record.where}
+    return {**record["verified"], "savepoint": record["savepoint"], "start_from": restore_point(record),
+            "old_job_id": record.get("old_job_id"), "new_job_id": record.get("new_job_id"), "record": record.where}
 
 
 def _rolled_back(p: dict[str, Any], record: UpgradeRecord) -> UpgradeRolledBack:

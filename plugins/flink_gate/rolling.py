@@ -36,10 +36,12 @@ from flink_gate.upgrade_records import refuse_if_leased, report_name
 from upgrade_gate.cli import report_html
 from upgrade_gate.gate import policy
 from upgrade_gate.storage.objects import read_graph
+from upgrade_gate.storage.state_files import state_stream_opener
 
 JOB_KEYS = ("graph", "jar", "main_class", "flink_job_id", "flink_jar_id", "savepoint", "parallelism",
             # explicitly accepted state loss, per-job allowNonRestoredState, the way back
-            "accept_state_loss", "allow_non_restored_state", "savepoint_target_dir", *ROLLBACK_KEYS)
+            "accept_state_loss", "allow_non_restored_state", "savepoint_target_dir", "repair_savepoint",
+            *ROLLBACK_KEYS)
 
 
 def plan_waves(jobs: list[str], canary: int, batch_size: int) -> list[list[str]]:
@@ -77,10 +79,15 @@ def _check_job(p: dict[str, Any], rdir: Path, savepoint_root: str) -> tuple[dict
                             allow_non_restored_state=bool(p["allow_non_restored_state"]),
                             flink_version=p.get("flink_version"))
     check = result.to_json()
+    client = storage.s3_client if storage.is_s3(metadata.source or "") else None
+    check["repair"] = gate.repair_offer(result, metadata, str(graph_path), hasher=p["hasher"], matching=p["matching"],
+                                        flink_version=p.get("flink_version"), opener=state_stream_opener(client),
+                                        savepoint=source)
     states = state_map(storage, metadata)  # the report's State section, read as the single-job gate reads it
     if states is not None:
         check["states"] = states
-    page = report_html.render_html(result, new_graph=read_graph(str(graph_path)), states=states)
+    page = report_html.render_html(result, new_graph=read_graph(str(graph_path)), states=states,
+                                   repair=check["repair"])
     return {"result": result, "check": check, "html": page}, source, str(graph_path)
 
 
@@ -115,7 +122,8 @@ def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict
                                "hasher": p["hasher"], "matching": p["matching"], "wave": wave_no,
                                "allow_non_restored_state": bool(p["allow_non_restored_state"])})
                 decision = policy.decide(check, p.get("accept_state_loss"))
-                if not decision.passes:
+                repair = not decision.passes and gate.proceeds_by_repair(check, {**p, "mode": params.get("mode")})
+                if not decision.passes and not repair:
                     alert = build_alert(check, job=name, run_id=ti.run_id, dag_id=ti.dag_id, savepoint=source,
                                         report_url=report_url(report_name(name), ti.run_id))
                     for n in notifiers:
@@ -128,8 +136,9 @@ def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict
                     progress["stopped_by"] = {"job": name, "reason": f"gate: {decision.reason}"}
                 elif params.get("mode") == "upgrade":
                     verified = run_upgrade(default_target_dir(p, savepoint_root), graph_path)
+                    how = f"{decision.reason}; repaired savepoint" if repair else decision.reason
                     progress["jobs"][name] = {"status": "upgraded", "wave": wave_no, "verdict": check["verdict"],
-                                              "gate": decision.reason, **verified}
+                                              "gate": how, **verified}
                 else:
                     progress["jobs"][name] = {"status": "checked", "wave": wave_no, "verdict": check["verdict"],
                                               "gate": decision.reason}

@@ -174,6 +174,10 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
                             allow_non_restored_state=bool(p["allow_non_restored_state"]),
                             flink_version=p.get("flink_version"))
     check = result.to_json()
+    client = hook.s3_client if hook.is_s3(metadata.source or "") else None
+    check["repair"] = gate.repair_offer(result, metadata, graph["graph_path"], hasher=p["hasher"],
+                                        matching=p["matching"], flink_version=p.get("flink_version"),
+                                        opener=state_stream_opener(client), savepoint=source)
     states = state_map(hook, metadata)
     if states is not None:  # the view's State section lists every state, not only the flagged ones
         check["states"] = states
@@ -183,7 +187,8 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
             "allow_non_restored_state": bool(p["allow_non_restored_state"]),
             "flink_version": p.get("flink_version"), "mode": p.get("mode"), "operator_ids": ids}
     gate.write_json(run_dir(job, ti.run_id) / "check.json", check)
-    page = report_html.render_html(result, new_graph=read_graph(graph["graph_path"]), states=states)
+    page = report_html.render_html(result, new_graph=read_graph(graph["graph_path"]), states=states,
+                                   repair=check["repair"])
     path = ReportStore().publish(job, ti.run_id, check, page, meta)
     # XCom gets the verdict's fields; every state's serializers stay in check.json and the report
     lean = {k: v for k, v in check.items() if k != "states"}
@@ -430,26 +435,42 @@ def perform_upgrade(p: dict[str, Any], record: UpgradeRecord, graph_path: str, l
     if record.state == "stopped":
         # The savepoint we stopped with is the one that will be restored: gate it too, so nothing
         # changed between the check and the stop can slip through.
-        metadata, _ = SavepointStorageHook(p.get("aws_conn_id") or None).load_savepoint(record["savepoint"])
+        storage = SavepointStorageHook(p.get("aws_conn_id") or None)
+        metadata, _ = storage.load_savepoint(record["savepoint"])
         recheck = gate.run_check(metadata, graph_path, hasher=p["hasher"], matching=p["matching"],
                                  allow_non_restored_state=bool(p["allow_non_restored_state"]),
                                  flink_version=p.get("flink_version")).to_json()
+        start_from = record["savepoint"]
         if not policy.decide(recheck, p.get("accept_state_loss")).passes:
-            raise GateRefused(f"the stop-with-savepoint {record['savepoint']} is {recheck['verdict']} for the new "
-                              "graph; the new job was NOT started")
+            if not p.get("repair_savepoint"):
+                raise GateRefused(f"the stop-with-savepoint {record['savepoint']} is {recheck['verdict']} for the new "
+                                  "graph; the new job was NOT started")
+            from flink_gate.repair_step import repaired_savepoint  # only an approved repair needs it
+
+            repaired, how = repaired_savepoint(p, record, graph_path, storage)
+            if repaired is None:
+                raise GateRefused(f"the stop-with-savepoint {record['savepoint']} is {recheck['verdict']} for the new "
+                                  f"graph and {how}; the new job was NOT started")
+            storage.log.info("%s", how)
+            start_from = repaired
         jar_id = record.get("jar_id") or p.get("flink_jar_id") or hook.upload_jar(p["jar"].removeprefix("file://"))
-        record.save(state="starting", jar_id=jar_id, new_job_id=new_flink_id())
+        record.save(state="starting", jar_id=jar_id, new_job_id=new_flink_id(), start_from=start_from)
 
     if record.state == "starting":
         start_job(hook, p, record, "new_job_id", record["jar_id"], (record["old_job_id"],), check,
-                  entry_class=p.get("main_class") or None, savepoint_path=record["savepoint"],
+                  entry_class=p.get("main_class") or None, savepoint_path=restore_point(record),
                   allow_non_restored_state=bool(p["allow_non_restored_state"]),
                   parallelism=p.get("parallelism") or None)
     return dict(record.doc)
 
 
+def restore_point(record: Any) -> str:
+    """What the new job starts from: the stop-with-savepoint, or its repaired copy (`repair_step`)."""
+    return str(record.get("start_from") or record["savepoint"])
+
+
 def verify(context: Any, upgraded: dict[str, Any]) -> dict[str, Any]:
-    return verify_upgrade(_params(context), upgraded)
+    return verify_upgrade(_params(context), {**upgraded, "savepoint": restore_point(upgraded)})
 
 
 def verify_upgrade(p: dict[str, Any], upgraded: dict[str, Any]) -> dict[str, Any]:

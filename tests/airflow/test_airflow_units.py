@@ -129,3 +129,37 @@ def test_the_graph_param_defaults_to_the_catalogue_and_is_never_empty():
     assert graph.resolve() == "catalogue"
     with pytest.raises(ParamValidationError):
         Param(graph.value, schema=graph.schema).resolve("")
+
+
+def test_a_blocked_upgrade_says_it_is_repairable_and_goes_ahead_only_when_asked():
+    """The check's repair offer (upgrade_gate/repair/offer.py) reaches the alert, and a run asked to repair
+    (`repair_savepoint`, upgrade mode) passes the gate only when the offer makes the upgrade SAFE."""
+    from flink_gate.alerts import build_alert
+    from flink_gate.gate import proceeds_by_repair, repair_offer, run_check
+    from flink_gate.outcome import repair_note
+
+    from upgrade_gate.flink.state_meta.streams import local_opener
+    from upgrade_gate.storage.savepoints import load_savepoint
+
+    release, scenario = SCENARIOS["ledger-rollup"]  # a uid removed: RESTORE_FAILS, repairable
+    d = RESTORES / release / scenario
+    outcome = json.loads((d / "outcome.json").read_text())
+    metadata = load_savepoint(str((d / outcome["savepoint"]["fixture"]).resolve()))
+    result = run_check(metadata, str(d / "graph-b.json"), hasher="v2", matching="fixed",
+                       allow_non_restored_state=False, flink_version="2.3")
+    offer = repair_offer(result, metadata, str(d / "graph-b.json"), hasher="v2", matching="fixed",
+                         flink_version="2.3", opener=local_opener, savepoint="s3://b/sp")
+    check = {**result.to_json(), "repair": offer}
+    assert check["verdict"] == "RESTORE_FAILS" and check["repair"]["repairable"]
+    assert check["repair"]["command"].startswith("upgrade-gate repair --savepoint s3://b/sp --graph ")
+    alert = build_alert(check, job="ledger-rollup", run_id="r", dag_id="d", savepoint="s3://b/sp",
+                        report_url="http://ui/r")
+    assert alert is not None and "Repairable without changing the job" in alert.to_text()
+    assert alert.to_payload()["repair"]["repairable"] is True
+    assert proceeds_by_repair(check, {"mode": "upgrade", "repair_savepoint": True})
+    assert not proceeds_by_repair(check, {"mode": "upgrade"})  # not asked: blocked as before
+    assert not proceeds_by_repair(check, {"mode": "check", "repair_savepoint": True})
+    assert not proceeds_by_repair({**check, "repair": {**check["repair"], "repairable": False}},
+                                  {"mode": "upgrade", "repair_savepoint": True})
+    assert repair_note("RESTORE_FAILS", check["repair"], "http://ui/r").startswith(
+        "REPAIRABLE: RESTORE_FAILS as it is; the upgrade goes ahead from a repaired savepoint after approval")

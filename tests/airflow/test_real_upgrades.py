@@ -288,6 +288,41 @@ def test_compatible_upgrade_with_rescale_keeps_every_counter(real, v1):
     real.current_job = new
 
 
+# ---- blocked, then repaired: the upgrade goes ahead from a repaired copy of its savepoint -----
+def test_a_blocked_upgrade_goes_ahead_from_a_repaired_savepoint_and_every_counter_continues(real, v1):
+    """v2-fails sets the counter's max parallelism to 256: Flink refuses every savepoint of v1 (max parallelism
+    128), and nothing in the job can change that. With `repair_savepoint` the rollout stops the job with a
+    savepoint, writes a repaired copy beside it (every keyed counter moved into the key groups of 256), checks it
+    and starts v2-fails from the copy: every counter continues, and the stop-with-savepoint is left as it was."""
+    old = real.current_job
+    if old is None or real.hook.job_status(old) != "RUNNING":
+        pytest.fail("needs the running job of the previous scenario, which did not leave it running")
+    run = real.rollout(real.job_conf("v2-fails", repair_savepoint=True))
+
+    assert run["state"] == "success", run["output"][-3000:]
+    assert run["tasks"] == {"plan_waves": "success", "roll_out": "success", "outcome": "success"}, run["tasks"]
+    record = run["rollout"]["jobs"][JOB_NAME]
+    assert record["status"] == "upgraded" and record["verdict"] == "RESTORE_FAILS", record
+    assert record["gate"] == "RESTORE_FAILS; repaired savepoint", record
+    assert run["alerts"] == []  # the run was asked to repair: nothing was blocked
+    up = run["upgrade"]
+    new = up["new_job_id"]
+    assert up["old_job_id"] == old and real.hook.job_status(old) == "FINISHED"
+    assert up["start_from"] == up["savepoint"].rstrip("/") + "-repaired" == up["repaired"]
+    assert real.hook.restored_from(new).rstrip("/") == up["start_from"]
+    original = Path(up["savepoint"].removeprefix("file:"))
+    repaired = Path(up["start_from"].removeprefix("file:"))
+    assert (original / "_metadata").is_file() and (repaired / "_metadata").is_file()
+    assert (original / "_metadata").read_bytes() != (repaired / "_metadata").read_bytes()
+    counter = next(v for v in real.hook.job_details(new)["vertices"] if "counter" in v["name"])
+    assert counter["maxParallelism"] == 256
+    before, after = real.output()[old], real.wait_for_output(new)
+    assert after.variant == "v2-fails"
+    assert_state_continues(before, after)
+    assert after.restored_seen() == before.snapshot_seen() > 0
+    real.current_job = new
+
+
 # ---- lossy, with the loss accepted by name ---------------------------------------------------
 def test_lossy_upgrade_passes_only_with_the_named_loss_accepted(real, v1):
     old = real.current_job

@@ -2,7 +2,8 @@
 and every `upgrade-gate` command anywhere in the guide (bash or YAML) is accepted by the CLI's parser.
 
 Runnable blocks run one by one with bash (`set -e`) in a scratch directory that holds what the guide
-says it holds (`graphs/orders-v2.json`, `graphs/orders-v2-broken.json`, `current.yaml`, `new.yaml`),
+says it holds (`graphs/orders-v2.json`, `graphs/orders-v2-broken.json`, `graphs/orders-v2-max-256.json`,
+`savepoints/max-parallelism-128`, `current.yaml`, `new.yaml`),
 against a real S3 server (SeaweedFS) filled with real Flink savepoints laid out as Flink writes them.
 The only rewrite is the S3 endpoint: the guide's `http://localhost:8333` becomes the test server's port.
 Every block starts from the environment section 1 exports (endpoint and keys), as the guide says.
@@ -79,6 +80,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         (work / "graphs").mkdir()
         shutil.copy(RESTORES / "1.20.5" / "identical" / "graph-b.json", work / "graphs" / "orders-v2.json")
         shutil.copy(RESTORES / "1.20.5" / "uid-removed" / "graph-b.json", work / "graphs" / "orders-v2-broken.json")
+        repairs = REPO / "tests" / "fixtures" / "repairs" / "2.3.0" / "max-parallelism-128-to-256-long-keys-hashmap"
+        shutil.copy(repairs / "graph-b.json", work / "graphs" / "orders-v2-max-256.json")
+        shutil.copytree(repairs / "savepoint", work / "savepoints" / "max-parallelism-128")
         shutil.copy(K8S / "orders-current.yaml", work / "current.yaml")
         shutil.copy(K8S / "orders-new.yaml", work / "new.yaml")
         (work / "home").mkdir()

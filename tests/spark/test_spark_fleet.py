@@ -28,6 +28,8 @@ from tests.fault_proxy import FaultProxy
 from tests.spark_support import SparkEnv, spark, spark_env  # noqa: F401  (fixtures)
 from upgrade_gate.flink.metadata import to_json
 from upgrade_gate.gate.check import check_upgrade
+from upgrade_gate.gate.misrouting import load_side
+from upgrade_gate.repair.plan import plan_repair
 from upgrade_gate.storage.savepoints import load_savepoint
 from upgrade_gate.vocabulary import Verdict
 
@@ -225,6 +227,17 @@ def test_fleet_check_verdicts_equal_expected_and_the_core(spark, fleet, ids_tabl
         assert r["lost_bytes"] == sum(op["lost_bytes"] for op in single["operators"])
         assert (r["hasher"], r["allow_non_restored_state"]) == (j["hasher"], j["allow_non_restored_state"])
         lost_total += r["lost_bytes"]
+        if r["verdict"] != "SAFE":  # what `upgrade-gate repair` would do, planned in the executor, nothing written
+            plan = plan_repair(savepoint, load_side(str(root / j["upgrade"])), hasher=j["hasher"],
+                               flink_version=j["flink_version"], old=load_side(str(root / j["spec"])))
+            if plan.needed or plan.unresolved:
+                assert {k: v for k, v in json.loads(r["repair"]).items() if k != "command"} == plan.offer(), j["job"]
+            else:
+                assert r["repair"] is None, j["job"]
+        else:
+            assert r["repair"] is None
+    repairable = sum(1 for r in rows.values() if r["repair"] and json.loads(r["repair"])["repairable"])
+    assert summary["repairable_jobs"] == repairable > 0
     counts = {v: sum(1 for r in rows.values() if r["verdict"] == v) for v in Verdict.mildest_first()}
     assert summary["verdicts"] == counts and summary["errors"] == 1 and summary["jobs"] == JOBS + 1
     assert summary["gate"] == "BLOCK" and summary["bytes_at_risk"] == lost_total
@@ -286,11 +299,16 @@ def test_fleet_gate_on_s3_equals_the_local_pass(spark_env: SparkEnv, spark, flee
     local = fleet_gate.run_gate(spark, str(sub / "upgrades"), str(sub / "savepoints"), str(tmp_path / "local"))
     remote = fleet_gate.run_gate(spark, "s3://gate/prod/upgrades", "s3://gate/prod/savepoints", "s3://gate/out")
     assert remote["verdicts"] == local["verdicts"] and remote["errors"] == local["errors"] == 0
-    paths = ("spec", "savepoint", "metadata", "flink_error", "warnings", "operator_rows")
+    paths = ("spec", "savepoint", "metadata", "flink_error", "warnings", "operator_rows", "repair")
     for table, key in (("ids", ("job", "node_id")), ("scan", ("job", "operator_id")), ("verdicts", ("job",))):
         got = read_table(f"s3://gate/out/{table}").to_pylist()
         want = read_table(str(tmp_path / "local" / table)).to_pylist()
         assert all(r.get("error") is None for r in got)
+        if table == "verdicts":  # the repair offer is the same plan; only its command names the other locations
+            def offers(rows: list[dict[str, Any]]) -> dict[str, Any]:
+                return {r["job"]: {k: v for k, v in json.loads(r["repair"]).items() if k != "command"}
+                        for r in rows if r["repair"]}
+            assert offers(got) == offers(want) and offers(got)
         def without_paths(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
             return _keyed([{k: v for k, v in r.items() if k not in paths} for r in rows], *key)  # noqa: B023
 

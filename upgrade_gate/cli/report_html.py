@@ -513,12 +513,14 @@ def render_report(check: dict[str, Any], graphs: dict[str, Any] | None = None,
 
 
 def render_html(res: CheckResult | dict[str, Any], new_graph: Any = None, old_graph: Any = None,
-                states: dict[str, list[dict[str, Any]]] | None = None) -> str:
+                states: dict[str, list[dict[str, Any]]] | None = None, repair: dict[str, Any] | None = None) -> str:
     """The standalone report of a check; pass the graphs (StreamGraph or LoadedGraph) to draw them.
 
     For a `CheckResult` the State section reads the savepoint's state meta information (`state_map`) unless
     `states` is given; if that cannot be read, the section lists only the states the gate flags."""
     check = res.to_json() if isinstance(res, CheckResult) else res
+    if repair is not None:  # `check`'s repair offer (upgrade_gate/cli/commands/check.py, repair_offer)
+        check = {**check, "repair": repair}
     if states is None and isinstance(res, CheckResult) and res.savepoint:
         try:
             states = state_map(res.savepoint)

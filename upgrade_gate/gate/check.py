@@ -198,7 +198,7 @@ def _migration(graph: StreamGraph, ids: Any, sim: Simulation) -> list[dict[str, 
     return rows
 
 
-def _evaluate(facts: findings.SavepointFacts, side: misrouting.GraphSide, hasher: str, matching: str,
+def evaluate(facts: findings.SavepointFacts, side: misrouting.GraphSide, hasher: str, matching: str,
               version: FlinkVersion, allow: bool, pointer: str, old: misrouting.GraphSide | None
               ) -> tuple[findings.RuleContext, Simulation, findings.Findings, Verdict]:
     """Simulate, run the finding rules, and decide the verdict (precedence: `Verdict.severity`).
@@ -258,7 +258,7 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | Stre
     version = flink_version if isinstance(flink_version, FlinkVersion) else FlinkVersion.parse(flink_version)
     pointer = pointer or savepoint_pointer(metadata)
     facts = findings.SavepointFacts(metadata)
-    ctx, shown, found, verdict = _evaluate(facts, side, hasher, matching, version, allow_non_restored_state,
+    ctx, shown, found, verdict = evaluate(facts, side, hasher, matching, version, allow_non_restored_state,
                                            pointer, old)
     ids, sim = ctx.ids, ctx.sim
     losses = [x.to_json() for x in found.losses]
@@ -278,7 +278,7 @@ def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | Stre
             remedies = [r for r in remedies if r.node_id is not None and str(r.node_id) not in side.sql_state]
         if any(r.action for r in remedies):
             fixed = misrouting.GraphSide(remedies_mod.apply(graph, remedies), side.extras, side.origin)
-            remedied = _evaluate(facts, fixed, hasher, matching, version, allow_non_restored_state, pointer, old)[3]
+            remedied = evaluate(facts, fixed, hasher, matching, version, allow_non_restored_state, pointer, old)[3]
     misrouted = tuple(m.to_json(graph, state_names(m.state)) for m in found.wrong_receiver)
     extra = upgrade_checks.run(metadata, sim, version, old_savepoint=old_savepoint,
                                new_job_savepoint=new_job_savepoint,

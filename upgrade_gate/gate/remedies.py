@@ -43,7 +43,7 @@ class Remedy:
                 "action": self.action, "matched_by": self.matched_by, "reason": self.reason}
 
 
-def _fits(op: OperatorState, node: StreamNode, graph: StreamGraph) -> bool:
+def fits(op: OperatorState, node: StreamNode, graph: StreamGraph) -> bool:
     if has_keyed_state(op) and not has_keyed_input(graph, node.id):
         return False
     return op.coordinator_state is None or node.factory is Factory.SOURCE
@@ -59,7 +59,7 @@ def find_counterpart(op: OperatorState, free: list[StreamNode], graph: StreamGra
         by_name = [n for n in free if n.name == op.name]
         if len(by_name) == 1:
             return by_name[0], "name", by_name
-    kind = [n for n in free if _fits(op, n, graph)]
+    kind = [n for n in free if fits(op, n, graph)]
     if op.subtask_states and not has_keyed_state(op) and op.coordinator_state is None:
         kind = [n for n in kind if n.factory is not Factory.SOURCE or n.uid is None]
     if len(kind) > 1:

@@ -156,7 +156,7 @@ class MeaningFindings:
 
 
 def writers_of(metadata: Any, old: misrouting.GraphSide, hasher: str, version: Any) -> dict[bytes, int]:
-    """As `check._evaluate` traces them: the old graph's IDs under the rules of the release that wrote it."""
+    """As `check.evaluate` traces them: the old graph's IDs under the rules of the release that wrote it."""
     old_version = version.or_older_writer_of(metadata.version)
     ids = [compute_operator_ids(old.graph, h, old_version) for h in dict.fromkeys(("v2", hasher))]
     return misrouting.old_writers(metadata, ids)

@@ -1,7 +1,10 @@
 """The gate: lets an upgrade through only on zero state loss.
 
 Thin by design: the verdict was computed by the core (`upgrade_gate.gate.check`) in the simulate task;
-this operator only acts on it. SAFE succeeds. A blocking verdict (STATE_LOSS, STATE_MISROUTED,
+this operator only acts on it. SAFE succeeds. So does a blocked upgrade the run was asked to repair
+(`repair_savepoint`, upgrade mode) when the check's repair offer makes it SAFE: its note says REPAIRABLE and
+the approval that follows says what the repair does (`flink_gate.repair_step` does it after the stop).
+Any other blocking verdict (STATE_LOSS, STATE_MISROUTED,
 RESTORE_FAILS) pushes the alert to XCom (key `gate_alert`), calls every notifier with it, and then
 ends the task *skipped* (`AirflowSkipException`): blocked is an outcome, not a crash, so the grid
 shows a skipped gate with every upgrade step skipped after it, while a crash stays a red failed
@@ -20,9 +23,10 @@ from typing import Any
 from airflow.sdk import BaseNotifier, BaseOperator
 
 from flink_gate.alerts import build_alert
+from flink_gate.gate import proceeds_by_repair
 from flink_gate.links import UpgradeReportLink
 from flink_gate.notifications.base import ALERT_XCOM_KEY
-from flink_gate.outcome import NOTE_XCOM_KEY, REPORT_URL_XCOM_KEY, gate_note
+from flink_gate.outcome import NOTE_XCOM_KEY, REPORT_URL_XCOM_KEY, gate_note, repair_note
 from flink_gate.reports import ReportStore
 
 
@@ -57,7 +61,21 @@ class FlinkUpgradeGateOperator(BaseOperator):
                                                              blocked=False))
             self.log.info("%s: verdict %s, the upgrade may proceed. Report: %s", summary["job"],
                           summary["verdict"], summary["report_url"])
-            return {"job": summary["job"], "verdict": summary["verdict"], "passed": True}
+            return {"job": summary["job"], "verdict": summary["verdict"], "passed": True,
+                    "approval": "The gate found the upgrade SAFE (no state is lost)."}
+        if proceeds_by_repair(summary["check"], dict(context.get("params") or {})):
+            # asked to repair, and a repaired savepoint makes the upgrade SAFE: on to the approval, no alert
+            offer = summary["check"]["repair"]
+            note = repair_note(alert.verdict, offer, summary["report_url"])
+            ti.xcom_push(key=NOTE_XCOM_KEY, value=note)
+            self.log.warning("%s", note)
+            options = " ".join(offer.get("options") or [])
+            what = f"{offer.get('moves', 0)} operator(s) moved" + (f", {options}" if options else "")
+            return {"job": summary["job"], "verdict": summary["verdict"], "passed": False, "repair": offer,
+                    "approval": f"The gate BLOCKED the upgrade as it is ({alert.verdict}), and a repaired savepoint "
+                                f"makes it SAFE: on approval the job is stopped with a savepoint, a repaired copy is "
+                                f"written beside it ({what}; the savepoint itself is not modified), checked again, "
+                                f"and the new job starts from the copy."}
 
         payload = alert.to_payload()
         ti.xcom_push(key=ALERT_XCOM_KEY, value=payload)

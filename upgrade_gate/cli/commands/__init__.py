@@ -4,8 +4,8 @@ Each module defines `NAME`, `HELP`, `add_arguments(parser)` and `run(args) -> in
 is a new module added to `COMMANDS`.
 """
 
-from upgrade_gate.cli.commands import check, export, ids, inspect, mapping
+from upgrade_gate.cli.commands import check, export, ids, inspect, mapping, repair
 
-COMMANDS = (ids, inspect, mapping, check, export)
+COMMANDS = (ids, inspect, mapping, check, repair, export)
 
 __all__ = ["COMMANDS"]

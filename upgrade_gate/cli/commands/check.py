@@ -11,12 +11,15 @@ from hashing.errors import InputError
 from upgrade_gate.cli.commands.deployment import export_for_deployment, local_jar
 from upgrade_gate.cli.commands.graph_args import graph_named, load_with_notes
 from upgrade_gate.cli.text_table import human_bytes, paragraph, render
+from upgrade_gate.flink.metadata import CheckpointMetadata
 from upgrade_gate.gate.check import CheckResult, check_upgrade
 from upgrade_gate.gate.flink_config import parse_settings
 from upgrade_gate.gate.sql_explain import text as sql_text
 from upgrade_gate.gate.sql_remedies import text as sql_remedy_text
 from upgrade_gate.storage import discovery, k8s_operator
 from upgrade_gate.storage.discovery import SYNTAX_HELP
+from upgrade_gate.storage.redact import redact
+from upgrade_gate.storage.savepoints import load_newest_complete
 from upgrade_gate.vocabulary import (
     DEFAULT_FLINK_VERSION,
     DEFAULT_HASHER,
@@ -79,9 +82,29 @@ def _in_query_terms(entry: dict[str, Any], text: str) -> str:
     return f"{text} [{sql_text(entry['sql'])}]" if entry.get("sql") else text
 
 
-def render_table(res: CheckResult) -> str:
+def repair_offer(res: CheckResult, savepoint: CheckpointMetadata, graph: Any, old: Any, args: argparse.Namespace,
+                 flink_version: str | None) -> dict[str, Any] | None:
+    """Would `upgrade-gate repair` make this upgrade SAFE without changing the job (docs/guide.md, "When the gate
+    says no")? `upgrade_gate.repair.offer`, with the command spelled with this invocation's names."""
+    from upgrade_gate.gate.misrouting import load_side
+    from upgrade_gate.repair.offer import repair_offer as offer
+    from upgrade_gate.storage.state_files import state_stream_opener
+
+    return offer(res, savepoint, load_side(graph), old=load_side(old) if old is not None else None,
+                 hasher=args.hasher, matching=args.matching, flink_version=flink_version,
+                 opener=state_stream_opener(), graph=args.graph or "GRAPH", old_graph=args.old_graph,
+                 savepoint=redact(args.savepoint or f"{discovery.K8S}{args.current}"))
+
+
+def render_table(res: CheckResult, offer: dict[str, Any] | None = None) -> str:
     lines = [f"VERDICT: {res.verdict}" + (f"   (with the remedies below: {res.verdict_with_remedies})"
                                           if res.verdict_with_remedies else "")]
+    if offer and offer["repairable"]:
+        lines.append(paragraph(f"repairable without changing the job: {offer['command']} keeps all "
+                               f"{human_bytes(offer['keeps_bytes'])} (a new savepoint; this one is not modified)"))
+    elif offer:
+        lines.append(paragraph(f"a repair of the savepoint needs your decision first: {offer['needs'][0]}"
+                               if offer["needs"] else "a repair of the savepoint would not make this upgrade SAFE"))
     if res.flink_error:
         lines.append(paragraph(f"Flink would fail with: {res.flink_error}"))
     lines.append("")
@@ -144,11 +167,27 @@ def _savepoint(args: argparse.Namespace) -> Any:
     spec = args.savepoint or (f"{discovery.K8S}{args.current}" if args.current else None)
     if not spec:
         raise InputError("--savepoint is required (or --current with a Kubernetes operator resource)")
+    return resolve_savepoint(spec)
+
+
+def resolve_savepoint(spec: str) -> Any:
+    """A location as given (read by the core), or a discovery form (`latest:`, `flink-rest://`, `k8s:`)
+    resolved first and named on stderr, so the user sees which snapshot was chosen."""
     if not discovery.is_discovery(spec):
         return spec
     metadata, found = discovery.load(spec)
     print(f"savepoint: {metadata.source} ({found.how})", file=sys.stderr)
+    for warning in found.warnings():
+        print(f"warning: {warning}", file=sys.stderr)
     return metadata
+
+
+def read_savepoint(spec: str) -> Any:
+    """The parsed newest complete snapshot `spec` names; a newer incomplete one skipped is named on stderr."""
+    loaded = load_newest_complete(spec)
+    for skipped in loaded.skipped:
+        print(f"warning: {skipped}; read {loaded.source}", file=sys.stderr)
+    return loaded.metadata
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
                          else "--jar needs --deployment (export a jar yourself with `upgrade-gate export`)")
     jar = None if args.graph or settings is None else local_jar(args.deployment, settings, args.jar)  # fail early
     savepoint = _savepoint(args)
+    if isinstance(savepoint, str):  # read once: the check and the repair offer share it
+        savepoint = read_savepoint(savepoint)
     if jar is None:
         graph = load_with_notes(args.graph)  # read once: the check gets every field, descriptive ones included
     else:
@@ -175,13 +216,14 @@ def run(args: argparse.Namespace) -> int:
                             # the resource's flinkConfiguration is the new job's configuration; -D overrides it
                             settings=(*(settings.flink_configuration.items() if settings else ()),
                                       *parse_settings(args.dynamic)))
+    offer = repair_offer(res, savepoint, graph, old, args, flink_version)
     if args.format == "json":
-        text = json.dumps(res.to_json(), indent=2) + "\n"
+        text = json.dumps({**res.to_json(), "repair": offer}, indent=2) + "\n"
     elif args.format == "html":
         from upgrade_gate.cli.report_html import render_html
-        text = render_html(res, new_graph=graph, old_graph=old)
+        text = render_html(res, new_graph=graph, old_graph=old, repair=offer)
     else:
-        text = render_table(res)
+        text = render_table(res, offer)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)

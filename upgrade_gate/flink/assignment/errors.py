@@ -14,11 +14,14 @@ __all__ = ["RestoreFailure", "max_parallelism_changed", "max_parallelism_mismatc
 class RestoreFailure(Exception):
     """Flink would refuse this restore; `message` is Flink's text, `java_class` the exception it throws."""
 
-    def __init__(self, message: str, java_class: str = "java.lang.IllegalStateException", stage: str = "") -> None:
+    def __init__(self, message: str, java_class: str = "java.lang.IllegalStateException", stage: str = "",
+                 max_parallelism: tuple[int, int] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.java_class = java_class
         self.stage = stage
+        # (the savepoint's, the new job's) when the max parallelism changed: what `repair --max-parallelism` needs
+        self.max_parallelism = max_parallelism
 
 
 def non_restored_state(pointer: str, operator_id: str) -> RestoreFailure:
@@ -35,7 +38,7 @@ def max_parallelism_mismatch(operator_id: str, old: int, new: int) -> RestoreFai
         f"Failed to rollback to checkpoint/savepoint Checkpoint Metadata. Max parallelism mismatch between "
         f"checkpoint/savepoint state and new program. Cannot map operator {operator_id} with max parallelism {old} "
         f"to new program with max parallelism {new}. This indicates that the program has been changed in a "
-        f"non-compatible way after the checkpoint/savepoint.", stage="load validation")
+        f"non-compatible way after the checkpoint/savepoint.", stage="load validation", max_parallelism=(old, new))
 
 
 def parallelism_above_configured_max(vertex_name: str, parallelism: int, max_parallelism: int) -> RestoreFailure:
@@ -58,7 +61,7 @@ def max_parallelism_changed(vertex: str, old: int, new: int) -> RestoreFailure:
     return RestoreFailure(
         f"The maximum parallelism ({old}) with which the latest checkpoint of the execution job vertex {vertex} has "
         f"been taken and the current maximum parallelism ({new}) changed. This is currently not supported.",
-        stage="state assignment")
+        stage="state assignment", max_parallelism=(old, new))
 
 
 def unreadable_version(version: int) -> RestoreFailure:

@@ -91,7 +91,7 @@ public final class Main {
         return c;
     }
 
-    private static void write(File f, Object json) throws Exception {
+    static void write(File f, Object json) throws Exception {
         Files.write(f.toPath(), (Json.write(json) + "\n").getBytes(StandardCharsets.UTF_8));
     }
 
@@ -230,7 +230,7 @@ public final class Main {
         return m;
     }
 
-    private static List<Object> chain(Throwable t) {
+    static List<Object> chain(Throwable t) {
         List<Object> out = new ArrayList<>();
         for (Throwable c = t; c != null && out.size() < 20; c = c.getCause() == c ? null : c.getCause()) {
             Map<String, Object> e = new LinkedHashMap<>();

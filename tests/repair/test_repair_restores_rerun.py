@@ -1,0 +1,40 @@
+"""Flink tier: repair savepoints real Flink writes now, and restore them with real Flink now.
+
+The committed outcomes (test_repair_restores.py) are replayed without a JVM; this tier re-creates a
+representative subset with the jars (Flink 1.20.5 and 2.3.0), so a change in Flink's behaviour, in our writer or
+in the planner shows up: a renamed FLIP-27 source (its enumerator state must survive) and a max-parallelism
+rewrite on RocksDB with timers. About 60 s for both releases on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flink_bridge.generate_repairs import main as generate
+
+pytestmark = pytest.mark.flink
+
+SUBSET = ("source-uid-renamed", "max-parallelism-256-to-128-long-keys-rocksdb")
+
+
+@pytest.mark.timeout(900)
+def test_fresh_repairs_restore_completely_in_real_flink(tmp_path: Path) -> None:
+    assert generate(["--scenarios", *SUBSET, "--out", str(tmp_path)]) == 0
+    for release in ("1.20.5", "2.3.0"):
+        for name in SUBSET:
+            o = json.loads((tmp_path / release / name / "outcome.json").read_text())
+            assert o["restore"]["status"] == "FAILED"  # Flink refuses the savepoint as it is
+            assert o["repair"]["exit_code"] == 0, o["repair"]["output"]
+            run = o["restore_repaired"]
+            assert run["status"] == "FINISHED" and run["allow_non_restored_state"] is False, run.get("error_chain")
+            t = run["totals"]
+            assert t["bad_keys_restored"] == t["bad_elements_restored"] == t["bad_timers_restored"] == 0
+            assert t["numbers_restored"] == o["savepoint"]["numbers"] and t["timers_restored"] == 97
+            assert t["numbers_at_end"] == t["numbers_in_input"]
+            # The source continues where it was. Once in about 60 restores (under a load of 10+) Flink's own
+            # split hand-over let a source read 2 numbers again in a run whose source state the repair did not
+            # touch; hundreds are read again when the enumerator's state is lost (the unrepaired runs).
+            assert t["duplicates"] <= 2 and t["numbers_restored"] + t["records_received"] <= t["numbers_in_input"] + 2
