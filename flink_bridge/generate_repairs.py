@@ -43,7 +43,8 @@ VERSIONS = ("1.20", "2.3")
 JOB_SCENARIOS = ("identical", "uid-renamed", "uid-removed", "uids-added", "map-inserted-before-uidless-keyed",
                  "chaining-disabled-no-uids", "source-uid-renamed", "operator-removed-dropped",
                  "max-parallelism-128-to-256-long-keys-hashmap", "max-parallelism-256-to-128-string-keys-hashmap",
-                 "max-parallelism-256-to-128-long-keys-rocksdb", "max-parallelism-128-to-256-string-keys-rocksdb")
+                 "max-parallelism-256-to-128-long-keys-rocksdb", "max-parallelism-128-to-256-string-keys-rocksdb",
+                 "states-dropped-by-name")
 CROSS = "cross-version-uid-renamed"  # the 1.20.5 savepoint of uid-renamed, repaired, restored by 2.3.0
 SQL = ("sql-statement-set-gains-insert", "sql-query-to-plan")
 SCENARIOS = (*JOB_SCENARIOS, CROSS, *SQL)

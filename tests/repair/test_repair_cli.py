@@ -94,7 +94,7 @@ def test_the_table_shows_each_move_with_its_evidence_and_the_command_to_write_it
 
 
 @pytest.mark.parametrize("extra, words", [
-    (["--drop", "lists/count"], "the part after '/' must be one of coordinator, keyed"),
+    (["--drop", "lists/count"], "holds no state named 'count' (it holds: "),
     (["--map", "nonsense"], "expected OLD=NEW"),
     (["--map", "e7beec23fd9f6ed5e1b8395129d43728=Source: numbers"], "has no keyed input"),
     (["--map", "ffffffffffffffffffffffffffffffff=keyed"], "holds no operator with this ID"),

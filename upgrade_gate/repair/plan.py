@@ -39,6 +39,7 @@ from upgrade_gate.flink.state_meta.streams import Opener, local_opener
 from upgrade_gate.gate import findings, misrouting, remedies, sql_explain, sql_meaning
 from upgrade_gate.gate.check import CheckResult, check_upgrade, evaluate, savepoint_pointer
 from upgrade_gate.gate.findings import keyed_bytes, state_names
+from upgrade_gate.repair.drop_state import drop_named_states, state_names_of
 from upgrade_gate.repair.max_parallelism import Rescaled, UnsupportedKey, cannot_rescale, rescale
 from upgrade_gate.repair.rewrite import apply_plan
 from upgrade_gate.vocabulary import Verdict
@@ -76,7 +77,7 @@ class Drop:
     """State the user gives up by name (`--drop`): the whole operator, or its coordinator or keyed state."""
 
     state: OperatorState
-    part: str | None  # None = the whole operator; else one of DROPPABLE_PARTS
+    part: str | None  # None = the whole operator; one of DROPPABLE_PARTS; else the name of one state
     nbytes: int
 
     def to_json(self) -> dict[str, Any]:
@@ -219,15 +220,15 @@ def _parse_map(value: str) -> tuple[str, str]:
 
 
 def _parse_drop(value: str) -> tuple[str, str | None]:
+    """OPERATOR, OPERATOR/coordinator, OPERATOR/keyed, or OPERATOR/STATE (one named state)."""
     if _HEX_ID.fullmatch(value):
         return value, None
     op, sep, part = value.rpartition("/")
     if not sep:
         return value, None
-    if part not in DROPPABLE_PARTS:
-        raise InputError(f"--drop {value!r}: the part after '/' must be one of {', '.join(DROPPABLE_PARTS)} "
-                         f"(dropping one named state needs its state files rewritten, which repair does not do "
-                         f"yet); drop the whole operator with --drop {op}")
+    if not op or not part:
+        raise InputError(f"--drop {value!r}: expected OPERATOR or OPERATOR/STATE (or OPERATOR/coordinator, "
+                         f"OPERATOR/keyed)")
     return op, part
 
 
@@ -383,8 +384,17 @@ def plan_repair(metadata: CheckpointMetadata, new: misrouting.GraphSide, *, old:
     for value in drops:
         spec, part = _parse_drop(value)
         op = _savepoint_op(planning, spec, old, old_ids[0] if old_ids else None, "--drop")
-        size = {None: op.state_size, "keyed": keyed_bytes(op),
-                "coordinator": op.coordinator_state.state_size if op.coordinator_state is not None else 0}[part]
+        if part is not None and part not in DROPPABLE_PARTS:  # one named state: it must be there
+            operator_names, keyed_names = state_names_of(planning, op, opener)
+            if part not in operator_names | keyed_names:
+                held = ", ".join(sorted(operator_names | keyed_names)) or "none readable"
+                raise InputError(f"--drop {value}: operator {op.name or op.operator_id_hex} holds no state named "
+                                 f"{part!r} (it holds: {held}; or drop its coordinator or keyed state, or the "
+                                 f"operator)")
+            size = 0  # its bytes are among the other states' in the same streams
+        else:
+            size = {None: op.state_size, "keyed": keyed_bytes(op),
+                    "coordinator": op.coordinator_state.state_size if op.coordinator_state is not None else 0}[part]
         dropped.append(Drop(op, part, size))
     gone = {d.state.operator_id for d in dropped if d.part is None}
 
@@ -427,15 +437,28 @@ def plan_repair(metadata: CheckpointMetadata, new: misrouting.GraphSide, *, old:
     if not moves and not dropped and target is None:
         return RepairPlan(before, (), (), tuple(unresolved), None, None)
     renames = [(m.state.operator_id, m.new_id, m.node_name, m.node_uid) for m in moves]
-    drops_by_id = [(d.state.operator_id, d.part) for d in dropped]
-    rescaled, refused = None, ()
+    drops_by_id = [(d.state.operator_id, d.part) for d in dropped if d.part is None or d.part in DROPPABLE_PARTS]
+    moved_to = {m.state.operator_id: m.new_id for m in moves}
+    named: dict[bytes, set[str]] = {}
+    for d in dropped:
+        if d.part is not None and d.part not in DROPPABLE_PARTS:
+            named.setdefault(moved_to.get(d.state.operator_id, d.state.operator_id), set()).add(d.part)
+    rescaled: Rescaled | None = None
+    refused: tuple[str, ...] = ()
     if target is not None and (max_parallelism is None or workdir is None):
         # plan only: judge from the serialization proxies; the numbers alone decide Flink's checks
         repaired = apply_plan(planning, renames, drops_by_id)
         refused = tuple(cannot_rescale(metadata, opener))
     else:
         repaired = apply_plan(metadata, renames, drops_by_id)
-        if target is not None:
+        if named:
+            if workdir is None:
+                raise ValueError("dropping a named state needs a scratch directory for the new state streams")
+            try:
+                repaired = drop_named_states(repaired, named, workdir, opener)
+            except UnsupportedKey as exc:
+                refused = (str(exc),)
+        if target is not None and not refused:
             assert workdir is not None
             try:
                 rescaled = rescale(repaired, target, workdir, opener)

@@ -19,7 +19,7 @@ from upgrade_gate.cli.commands.check import resolve_savepoint
 from upgrade_gate.cli.commands.graph_args import graph_named, load_with_notes
 from upgrade_gate.cli.text_table import human_bytes, paragraph, render
 from upgrade_gate.gate.misrouting import load_side
-from upgrade_gate.repair.plan import DROPPABLE_PARTS
+from upgrade_gate.repair.plan import DROPPABLE_PARTS, Drop
 from upgrade_gate.repair.run import RepairOutcome, repair_savepoint
 from upgrade_gate.storage.discovery import SYNTAX_HELP
 from upgrade_gate.storage.savepoints import load_savepoint
@@ -43,10 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--map", dest="maps", action="append", default=[], metavar="OLD=NEW",
                         help="move a savepoint operator's state (its ID, uid or name) to a new operator (its ID, "
                              "node id, uid or name); repeatable. Needed where the evidence is ambiguous")
-    parser.add_argument("--drop", dest="drops", action="append", default=[], metavar="OPERATOR[/PART]",
-                        help=f"give up an operator's state by name (ID, uid or name), or one part of it "
-                             f"({', '.join(DROPPABLE_PARTS)}); repeatable. The auditable alternative to "
-                             f"--allowNonRestoredState")
+    parser.add_argument("--drop", dest="drops", action="append", default=[], metavar="OPERATOR[/STATE]",
+                        help=f"give up an operator's state by name (ID, uid or name), one part of it "
+                             f"({', '.join(DROPPABLE_PARTS)}), or one of its states by the state's name; "
+                             f"repeatable. The auditable alternative to --allowNonRestoredState")
     parser.add_argument("--max-parallelism", type=int, default=None, metavar="N",
                         help="rewrite every keyed state entry and timer into the key groups of max parallelism N "
                              "(the new job's), for canonical savepoints whose keys are boxed primitives, Strings, "
@@ -84,6 +84,15 @@ def command_line(args: argparse.Namespace, suggested: tuple[str, ...] = ()) -> s
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def _dropped(d: Drop) -> tuple[str, str]:
+    """(what is dropped, its size): a named state's bytes lie among its operator's other states'."""
+    if d.part is None:
+        return "whole operator", human_bytes(d.nbytes)
+    if d.part in DROPPABLE_PARTS:
+        return f"its {d.part} state", human_bytes(d.nbytes)
+    return f"state '{d.part}'", ""
+
+
 def render_table(out: RepairOutcome, args: argparse.Namespace) -> str:
     plan = out.plan
     after = plan.after.verdict if plan.after is not None else plan.before.verdict
@@ -106,8 +115,11 @@ def render_table(out: RepairOutcome, args: argparse.Namespace) -> str:
         if plan.rescaled is not None:
             entries = sum(o.entries for o in plan.rescaled.operators)
             what.append(f"rewrites {entries:,} keyed entries and timers for max parallelism {plan.max_parallelism}")
-        if plan.drops:
+        named = sum(1 for d in plan.drops if d.part is not None and d.part not in DROPPABLE_PARTS)
+        if len(plan.drops) > named:
             what.append(f"drops {human_bytes(plan.dropped_bytes)} by name")
+        if named:
+            what.append(f"drops {named} state(s) by their names")
         lines.append(f"{state}: {plan.before.verdict} -> {after}" + (f"   ({'; '.join(what)})" if what else ""))
     if plan.moves:
         rows = [(m.state.operator_id_hex, m.state.name or "", m.new_id.hex(), m.node_name,
@@ -130,8 +142,7 @@ def render_table(out: RepairOutcome, args: argparse.Namespace) -> str:
                                 f"{' '.join(plan.suggested)} to rewrite the keyed state into the new key groups: "
                                 f"{command_line(args, plan.suggested)}")]
     if plan.drops:
-        rows = [(d.state.operator_id_hex, d.state.name or "", d.part or "whole operator", human_bytes(d.nbytes))
-                for d in plan.drops]
+        rows = [(d.state.operator_id_hex, d.state.name or "", *_dropped(d)) for d in plan.drops]
         lines += ["", render(("savepoint id", "name", "dropped", "state"), rows, title="Dropped on request",
                              right={"state"})]
     if plan.unresolved:

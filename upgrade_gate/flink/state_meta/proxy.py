@@ -14,11 +14,13 @@ serializer snapshots (UTF role, then `TypeSerializerSnapshotSerializationUtil.wr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from upgrade_gate.flink.metadata.reader import BoundedReader
 from upgrade_gate.flink.state_meta.model import KeyedStateMeta, OperatorStateMeta, SerializerSnapshot, StateMetaInfo
 from upgrade_gate.flink.state_meta.snapshots import UnknownSnapshotFormat, read_serializer_snapshot
 
-__all__ = ["BACKEND_STATE_TYPES", "read_keyed_proxy", "read_operator_proxy"]
+__all__ = ["BACKEND_STATE_TYPES", "ProxyLayout", "proxy_layout", "read_keyed_proxy", "read_operator_proxy"]
 
 PROXY_VERSION = 6  # KeyedBackendSerializationProxy.VERSION and OperatorBackendSerializationProxy.VERSION
 # StateMetaInfoSnapshot.BackendStateType by ordinal (KEY_VALUE_V2: Flink 2.x's asynchronous state API).
@@ -119,3 +121,58 @@ def read_operator_proxy(r: BoundedReader) -> OperatorStateMeta:
         done = (tuple(p.states), ()) if operator is None else (tuple(operator), tuple(p.states))
         return OperatorStateMeta(version, compression, *done, r.source, str(p.cause))
     return OperatorStateMeta(version, compression, tuple(operator), tuple(broadcast), r.source)
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyLayout:
+    """Where each state's meta info lies in a serialization proxy's bytes: what dropping one state by name needs
+    (its block cut out, its list's count lowered; the state data after the proxy is untouched).
+
+    `lists`: (offset of the short count, [(state name, start, end), ...]) per list of the proxy: keyed states for
+    a keyed proxy; operator states, then broadcast states for an operator proxy. `end`: where the proxy ends."""
+
+    lists: tuple[tuple[int, tuple[tuple[str, int, int], ...]], ...]
+    end: int
+
+    @property
+    def names(self) -> set[str]:
+        return {name for _, states in self.lists for name, _, _ in states}
+
+    def without(self, data: bytes, names: set[str]) -> bytes:
+        """The proxy's bytes with the named states' meta infos removed."""
+        out = bytearray()
+        at = 0
+        for count_at, states in self.lists:
+            kept = [s for s in states if s[0] not in names]
+            out += data[at:count_at]
+            out += len(kept).to_bytes(2, "big")
+            for _, start, stop in kept:
+                out += data[start:stop]
+            at = states[-1][2] if states else count_at + 2
+        out += data[at:self.end]
+        return bytes(out)
+
+
+def _layout_list(r: BoundedReader, what: str) -> tuple[int, tuple[tuple[str, int, int], ...]]:
+    count_at = r.pos
+    states = []
+    for _ in range(_short_count(r, what)):
+        start = r.pos
+        meta = read_state_meta_info(r)
+        states.append((meta.name, start, r.pos))
+    return count_at, tuple(states)
+
+
+def proxy_layout(data: bytes, source: str, keyed: bool) -> ProxyLayout:
+    """The layout of the proxy at the start of `data` (`KeyedBackendSerializationProxy` when `keyed`, else
+    `OperatorBackendSerializationProxy`). Raises `UnknownSnapshotFormat` for a snapshot whose length this reader
+    cannot find: a state it cannot step over is never cut by guess."""
+    r = BoundedReader(data, source)
+    _version(r, "keyed backend serialization proxy" if keyed else "operator backend serialization proxy")
+    r.read_bool("compression flag")
+    if keyed:
+        read_serializer_snapshot(r)
+        lists = (_layout_list(r, "keyed states"),)
+    else:
+        lists = (_layout_list(r, "operator states"), _layout_list(r, "broadcast states"))
+    return ProxyLayout(lists, r.pos)

@@ -31,6 +31,8 @@ final class RepairJob {
     int maxParallelism = -1;
     boolean stringKeys;
     String backend = "hashmap";
+    boolean withPairs = true; // the "lists" operator declares its "pairs" list state
+    boolean withSum = true; // the "counts" operator declares its "sum" value state
 
     RepairJob copy(Consumer<RepairJob> change) {
         RepairJob j = new RepairJob();
@@ -44,6 +46,8 @@ final class RepairJob {
         j.maxParallelism = maxParallelism;
         j.stringKeys = stringKeys;
         j.backend = backend;
+        j.withPairs = withPairs;
+        j.withSum = withSum;
         change.accept(j);
         return j;
     }
@@ -67,13 +71,13 @@ final class RepairJob {
         if (insertMap) in = in.map(new Functions.Identity()).name("inserted");
         SingleOutputStreamOperator<Long> counts = stringKeys
                 ? in.keyBy(v -> "k" + (v % RepairFunctions.KEYS))
-                        .transform("counts", Types.LONG, new RepairFunctions.CheckedCounts<String>("counts"))
+                        .transform("counts", Types.LONG, new RepairFunctions.CheckedCounts<String>("counts", withSum))
                 : in.keyBy(v -> v % RepairFunctions.KEYS)
-                        .transform("counts", Types.LONG, new RepairFunctions.CheckedCounts<Long>("counts"));
+                        .transform("counts", Types.LONG, new RepairFunctions.CheckedCounts<Long>("counts", withSum));
         if (uids && countsUid != null) counts.uid(countsUid);
         DataStream<Long> tail = counts;
         if (lists) {
-            SingleOutputStreamOperator<Long> l = counts.map(new RepairFunctions.Lists("lists")).name("lists");
+            SingleOutputStreamOperator<Long> l = counts.map(new RepairFunctions.Lists("lists", withPairs)).name("lists");
             if (uids) l.uid("lists");
             tail = l;
         }

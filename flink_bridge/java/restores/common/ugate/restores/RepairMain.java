@@ -64,6 +64,9 @@ public final class RepairMain {
         add("source-uid-renamed", uids, uids.copy(j -> j.sourceUid = "numbers-v2"));
         add("operator-removed-dropped", uids, uids.copy(j -> j.lists = false), "--old-graph", "--drop", "lists");
         add("cross-version-uid-renamed", uids, uids.copy(j -> j.countsUid = "counts-v2"));
+        // the new job no longer declares a list state and a keyed state: Flink would keep restoring them
+        add("states-dropped-by-name", uids, uids.copy(j -> { j.withPairs = false; j.withSum = false; }),
+                "--old-graph", "--drop", "lists/pairs", "--drop", "counts/sum");
         // max parallelism changed: every keyed entry and timer into the key groups of the new max parallelism
         for (String backend : new String[] {"hashmap", "rocksdb"}) {
             for (boolean strings : new boolean[] {false, true}) {
@@ -267,6 +270,7 @@ public final class RepairMain {
         totals.put("records_received", reported("end", "received"));
         totals.put("bad_keys_at_end", reported("end", "bad_keys"));
         totals.put("timers_restored", reported("restore", "timers"));
+        totals.put("sum_keys_restored", reported("restore", "sum_keys"));
         totals.put("bad_timers_restored", reported("restore", "bad_timers"));
         totals.put("timers_at_end", reported("end", "timers"));
         totals.put("bad_timers_at_end", reported("end", "bad_timers"));
