@@ -10,7 +10,9 @@ Required Actions page does:
 * Reject: nothing is upgraded (`upgrade` and `verify` skipped, v1 untouched, no savepoint taken),
   and the run records who rejected it and when (its HITL records: the run's Required Actions);
 * Approve: the upgrade steps run: v1 is stopped with a savepoint, v2 starts from it and every
-  counter continues where v1 stopped.
+  counter continues where v1 stopped;
+* a blocked upgrade asked to repair (`repair_savepoint`): the question says what the repair does, and on
+  Approve the new version starts from a repaired copy of the stop-with-savepoint, every counter continuing.
 """
 
 from __future__ import annotations
@@ -89,12 +91,12 @@ class Env:
                 raise AssertionError(f"{what} not reached in {timeout:.0f}s")
             time.sleep(0.5)
 
-    def trigger(self, variant: str) -> str:
+    def trigger(self, variant: str, **extra: Any) -> str:
         conf = {"job_name": JOB_NAME, "savepoint": "latest", "savepoint_root": self.cluster.savepoint_uri,
                 "graph": str(self.graphs[variant]), "jar": str(self.jars[variant]), "hasher": "v2",
                 "matching": "fixed", "allow_non_restored_state": False, "flink_version": "2.3",
                 "mode": "upgrade", "require_approval": True, "rollback_jar": str(self.jars["v1"]),
-                "savepoint_target_dir": f"{self.cluster.savepoint_uri}/{JOB_NAME}", "timeout_s": 120}
+                "savepoint_target_dir": f"{self.cluster.savepoint_uri}/{JOB_NAME}", "timeout_s": 120, **extra}
         run = self.api(f"/api/v2/dags/{DAG}/dagRuns", "POST", {"logical_date": None, "conf": conf})
         return str(run["dag_run_id"])
 
@@ -186,7 +188,7 @@ def env(stack):
     from flink_bridge.cluster import FlinkCluster, default_workdir
 
     jars = build_jobs("2.3")
-    graphs = job_graphs(jars, ("v1", "v2-compatible"))
+    graphs = job_graphs(jars, ("v1", "v2-compatible", "v2-fails"))
     workdir = default_workdir("hitl-approval")
     shutil.rmtree(workdir, ignore_errors=True)
     cluster = FlinkCluster(workdir)
@@ -322,5 +324,39 @@ def test_approve_runs_the_upgrade_and_every_counter_continues(env):
     last, first = before.last(), after.first()
     assert {k: first.get(k) for k in KEYS} == {k: last[k] + 1 for k in KEYS}, (last, first)
     assert min(first.values()) > 1, "a counter restarted from zero"
+    env.current_job = new
+
+
+def test_an_approved_repair_upgrades_a_blocked_job_and_every_counter_continues(env):
+    """v2-fails changes the counter's max parallelism: the gate blocks it as it is, and with `repair_savepoint`
+    notes REPAIRABLE instead; the question says what the repair will do; on Approve the job is stopped with a
+    savepoint, a repaired copy is written beside it and checked, and v2-fails starts from the copy."""
+    old = env.current_job
+    if old is None or env.hook.job_status(old) != "RUNNING":
+        pytest.fail("needs the job the approved upgrade before started")
+    savepoints = env.savepoints()
+    run_id = env.trigger("v2-fails", repair_savepoint=True)
+    tasks = env.awaiting_approval(run_id)
+    assert tasks["gate"] == "success", tasks  # blocked as it is, repairable: on to the question, nothing touched
+    detail = env.api(f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/approve/-1/hitlDetails")
+    assert "BLOCKED the upgrade as it is (RESTORE_FAILS)" in detail["body"], detail["body"]
+    assert "--max-parallelism 256" in detail["body"] and "not modified" in detail["body"], detail["body"]
+    assert env.hook.job_status(old) == "RUNNING" and env.savepoints() == savepoints
+
+    env.answer(run_id, "Approve")
+    run = env.finished(run_id, "Approve")
+    tasks = env.tasks(run_id)
+    assert run["state"] == "success", (tasks, env.logs(run_id))
+    assert tasks["upgrade"] == "success" and tasks["verify"] == "success", tasks
+    up = env.upgrade_record()
+    assert up is not None and up["state"] == "running-verified", up
+    new = up["new_job_id"]
+    assert up["start_from"] == up["savepoint"].rstrip("/") + "-repaired"
+    assert env.hook.restored_from(new).rstrip("/") == up["start_from"]
+    assert (Path(up["savepoint"].removeprefix("file:")) / "_metadata").is_file()  # the stop-with-savepoint stays
+    before, after = env.output()[old], env.wait_for_output(new)
+    assert after.variant == "v2-fails"
+    last, first = before.last(), after.first()
+    assert {k: first.get(k) for k in KEYS} == {k: last[k] + 1 for k in KEYS}, (last, first)
     env.current_job = new
     env.hook.cancel(new)
