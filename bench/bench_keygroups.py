@@ -1,31 +1,28 @@
-"""Benchmark: keys per second through the key-group rules, vectorised vs scalar vs Flink's JVM.
+"""Benchmark: keys per CPU-second through the key-group rules, our vectorised core vs Flink's own JVM code.
 
 Goal (docs/performance.md): >= 50 M keys per second per core for int/long keys, vectorised. Key alignment
 (spark_jobs/key_alignment.py) places millions of sampled keys with the core's NumPy rules
-(`hashing/vectorized.py`): Java hashCode -> murmur -> key group -> operator index. That chain is
-timed here on one core, from keys already in memory (a NumPy int32/int64 array; strings as the
-Arrow string array key_alignment reads from Parquet) to
-operator indexes: 10 M random ints, 10 M random longs and 1 M random strings (4-24 chars, mostly
-ASCII, some non-ASCII and supplementary characters), fixed seed; best of several rounds. Twice: as
-one array per key type (the goal's figure), and in batches of `--batch` keys (200,000 by default,
-the Arrow batch size key_alignment asks Spark for), where the temporaries stay in cache.
+(`hashing/vectorized.py`): Java hashCode -> murmur -> key group -> operator index. That chain is timed from keys
+already in memory (a NumPy int32/int64 array; strings as the Arrow string array key_alignment reads from Parquet)
+to operator indexes: 10 M random ints, 10 M random longs and 1 M random strings (4-24 chars, mostly ASCII, some
+non-ASCII and supplementary characters), fixed seed. Twice per type: as one array (the goal's figure), and in
+batches of `--batch` keys (200,000 by default, the Arrow batch size key_alignment asks Spark for).
 
-Baselines measured in the same run, on the same keys:
-  * the scalar core (`hashing.keygroups.assign_to_key_group`, which calls `hashing.java_hash`, then
-    `compute_operator_index_for_key_group`) on the first `--scalar-keys` keys, one key at a time;
-    it must give identical key groups and operator indexes;
-  * Flink's own `KeyGroupRangeAssignment.assignKeyToParallelOperator` in a JVM (bridge tool
-    `streamgraph`, KeyGroupBench.java) on one thread, on boxed keys (strings rebuilt before every
-    pass: Java caches String.hashCode), warmed up for half its budget; its operator indexes must
-    equal ours for every key.
+Flink's side: `KeyGroupRangeAssignment.assignKeyToParallelOperator` in a JVM (bridge tool `streamgraph`,
+KeyGroupBench.java) on the same keys, boxed (strings rebuilt before every pass, outside the timed CPU: Java caches
+String.hashCode). Both sides are timed by bench/fair.py: thread CPU on both sides, rounds alternated in one process
+tree, the JVM warmed up by CPU time until its rate is stable, the median of per-round rates on both sides, the
+ratio with its spread and the load average. One JVM per key type, so Flink's call sites stay monomorphic (the most
+favourable case for it). Before anything is timed, every operator index must equal Flink's, and the first
+`--scalar-keys` keys must give the same key groups and indexes through the scalar core
+(`hashing.keygroups.assign_to_key_group`).
 
-One core: NumPy's element-wise ufuncs (all this chain uses) never start threads; BLAS thread pools
-are pinned to one thread anyway, and the process CPU time / wall time over the vectorised rounds
-is printed as evidence (at most 1.00 with one thread; below 1.00 when the shared machine preempts
-us). The JVM's timed loop is single-threaded (its JIT and GC threads are not).
+One core: NumPy's element-wise ufuncs (all this chain uses) never start threads, and BLAS thread pools are pinned
+to one thread anyway; each result also carries our process CPU, which would exceed the thread CPU if a thread were
+started behind our back.
 
 Usage: python -m bench.bench_keygroups [--keys 10000000] [--string-keys 1000000] [--batch 200000]
-       [--rounds 5] [--scalar-keys 200000] [--seconds 6] [--flink-version 2.3] [--no-jvm]
+       [--types int,long,string] [--flink-version 2.3] [fair options: --rounds, --round-cpu, --warm-cpu, --tiny...]
 """
 
 from __future__ import annotations
@@ -36,9 +33,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # before NumPy loads: no BLAS thread pool (the chain uses none)
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -46,7 +41,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from flink_bridge.jvm import run_tool  # noqa: E402
+from bench import fair  # noqa: E402
 from hashing import vectorized  # noqa: E402
 from hashing.keygroups import assign_to_key_group, compute_operator_index_for_key_group  # noqa: E402
 
@@ -96,18 +91,6 @@ def scalar(keys: list[Any], key_type: str) -> tuple[list[int], list[int]]:
     return groups, [compute_operator_index_for_key_group(MAX_PARALLELISM, PARALLELISM, g) for g in groups]
 
 
-def best_of(fn: Callable[[], Any], rounds: int, warm_up: bool = True) -> tuple[float, float, Any]:
-    """Best wall seconds of `rounds` calls (after one warm-up call), CPU/wall over them, the last result."""
-    result = fn() if warm_up else None
-    best, wall, cpu = float("inf"), 0.0, 0.0
-    for _ in range(rounds):
-        c, t = time.process_time(), time.perf_counter()
-        result = fn()
-        dt = time.perf_counter() - t
-        best, wall, cpu = min(best, dt), wall + dt, cpu + time.process_time() - c
-    return best, cpu / wall, result
-
-
 def write_keys(tmp: Path, key_type: str, keys: np.ndarray | list[str]) -> None:
     if key_type == "string":
         (tmp / "string.txt").write_text("".join(k + "\n" for k in keys), encoding="utf-8")
@@ -115,51 +98,59 @@ def write_keys(tmp: Path, key_type: str, keys: np.ndarray | list[str]) -> None:
         keys.astype("<i4" if key_type == "int" else "<i8").tofile(tmp / f"{key_type}.bin")
 
 
-def flink(tmp: Path, types: list[str], seconds: float, version: str) -> dict[str, dict[str, Any]]:
-    print(f"[bench] Flink {version} KeyGroupRangeAssignment in a JVM ({', '.join(types)}) ...", flush=True)
-    out = run_tool("streamgraph", version, "upgradegate.bridge.KeyGroupBench",
-                   [str(tmp), str(MAX_PARALLELISM), str(PARALLELISM), str(seconds), *types], heap="1g")
-    rows = {}
-    for line in out.strip().splitlines():
-        r = json.loads(line)
-        r["indexes"] = np.fromfile(tmp / f"{r['type']}.out", dtype="<i2")
-        rows[r["type"]] = r
-    return rows
+def same_as_scalar(keys: np.ndarray | list[str], key_type: str, groups: np.ndarray, owners: np.ndarray,
+                   m: int) -> bool:
+    sample = keys[:m] if key_type == "string" else keys[:m].tolist()
+    s_groups, s_owners = scalar(sample, key_type)  # type: ignore[arg-type]
+    return (np.array_equal(groups[:m], np.array(s_groups, dtype=np.int64))
+            and np.array_equal(owners[:m], np.array(s_owners, dtype=np.int64)))
+
+
+def _unit(keys: np.ndarray | Any, key_type: str, batch: int) -> Callable[[], int]:
+    """One unit of our side: every key placed once (as one array, or in batches), its count."""
+    n = len(keys)
+
+    def unit() -> int:
+        if batch:
+            batched(keys, key_type, batch)
+        else:
+            vectorised(keys, key_type)
+        return n
+    return unit
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    types = ["int", "long", "string"]
-    rows: list[dict[str, Any]] = []
+    settings = fair.settings_from(args)
+    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-keygroups-") as tmp_name:
         tmp = Path(tmp_name)
-        keys = {t: make_keys(t, args.string_keys if t == "string" else args.keys, args.seed + i)
-                for i, t in enumerate(types)}
-        for t in types:
-            n = len(keys[t])
-            print(f"[bench] {t}: vectorised on {n:,} keys, {args.rounds} rounds ...", flush=True)
+        for i, t in enumerate(args.types.split(",")):
+            keys = make_keys(t, args.string_keys if t == "string" else args.keys, args.seed + i)
+            n = len(keys)
             # strings as key_alignment gets them from Spark/Parquet: an Arrow string array
-            arr = pa.array(keys[t], pa.string()) if t == "string" else keys[t]
-            best, cpu_ratio, (groups, owners) = best_of(lambda arr=arr, t=t: vectorised(arr, t), args.rounds)
-            b_best, b_cpu, _ = best_of(lambda arr=arr, t=t: batched(arr, t, args.batch), args.rounds)
+            arr = pa.array(keys, pa.string()) if t == "string" else keys
+            groups, owners = vectorised(arr, t)
             m = min(args.scalar_keys, n)
-            sample = keys[t][:m] if t == "string" else keys[t][:m].tolist()
-            print(f"[bench] {t}: scalar core on {m:,} keys ...", flush=True)
-            s_best, _, (s_groups, s_owners) = best_of(lambda t=t, sample=sample: scalar(sample, t), 1, warm_up=False)
-            same = (np.array_equal(groups[:m], np.array(s_groups, dtype=np.int64))
-                    and np.array_equal(owners[:m], np.array(s_owners, dtype=np.int64)))
-            rows.append({"type": t, "keys": n, "vec": n / best, "batched": n / b_best,
-                         "cpu_ratio": max(cpu_ratio, b_cpu), "scalar_keys": m,
-                         "scalar": m / s_best, "same_scalar": same, "owners": owners})
-            if not args.no_jvm:
-                write_keys(tmp, t, keys[t])
-        if not args.no_jvm:
-            jvm = flink(tmp, types, args.seconds, args.flink_version)
-            for r in rows:
-                j = jvm[r["type"]]
-                r["flink"] = j["keys"] / (j["best_nanos"] / 1e9)
-                r["flink_mean"] = j["keys"] / (j["mean_nanos"] / 1e9)
-                r["same_flink"] = np.array_equal(j["indexes"].astype(np.int64), r["owners"])
-    return rows
+            if not same_as_scalar(keys, t, groups, owners, m):
+                raise SystemExit(f"{t}: the vectorised rules disagree with the scalar core")
+            write_keys(tmp, t, keys)
+            print(f"[bench] {t}: {n:,} keys; Flink {args.flink_version} KeyGroupRangeAssignment in a JVM ...",
+                  flush=True)
+            with fair.FlinkServer("streamgraph", args.flink_version, "upgradegate.bridge.KeyGroupBench",
+                                  [str(tmp), str(MAX_PARALLELISM), str(PARALLELISM), t]) as flink:
+                theirs = np.fromfile(tmp / f"{t}.out", dtype="<i2").astype(np.int64)
+                if not np.array_equal(theirs, owners):
+                    raise SystemExit(f"{t}: our operator indexes differ from Flink's assignKeyToParallelOperator")
+                details = {"keys": n, "key_type": t, "same_as_flink": True, "same_as_scalar_core": m,
+                           "max_parallelism": MAX_PARALLELISM, "parallelism": PARALLELISM}
+                for mode, batch in (("one array", 0), (f"in {args.batch:,}-key batches", args.batch)):
+                    unit = _unit(arr, t, batch)
+                    what = fair.Comparison("key groups", f"{t} ({n:,} keys), {mode}", "keys",
+                                           "hashing.vectorized (NumPy)",
+                                           "KeyGroupRangeAssignment.assignKeyToParallelOperator",
+                                           {**details, "mode": mode})
+                    fair.run_and_report(what, fair.Ours(unit), flink, settings, args.json, results)
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,42 +158,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=10_000_000, help="int and long keys (default 10 M)")
     ap.add_argument("--string-keys", type=int, default=1_000_000, help="string keys (default 1 M)")
     ap.add_argument("--batch", type=int, default=200_000, help="batch size of the batched run (default 200,000)")
-    ap.add_argument("--scalar-keys", type=int, default=200_000, help="scalar baseline sample per type")
-    ap.add_argument("--rounds", type=int, default=5, help="vectorised rounds per type, best counts")
-    ap.add_argument("--seconds", type=float, default=6.0, help="JVM budget per type, half warm-up (default 6)")
+    ap.add_argument("--scalar-keys", type=int, default=200_000, help="keys per type checked against the scalar core")
+    ap.add_argument("--types", default="int,long,string", help="key types (default int,long,string)")
     ap.add_argument("--seed", type=int, default=20240611)
     ap.add_argument("--flink-version", default="2.3")
-    ap.add_argument("--no-jvm", action="store_true", help="skip Flink's JVM baseline")
+    fair.add_arguments(ap)
     args = ap.parse_args(argv)
-    rows = run(args)
-    jvm = not args.no_jvm
-    print(f"\nkeys per second on one core: key -> Java hashCode -> murmur -> key group -> operator index "
-          f"(max parallelism {MAX_PARALLELISM}, parallelism {PARALLELISM})")
-    head = (f"{'key type':9} {'keys':>11} {'vectorised':>12} {'in batches':>12} {'cpu/wall':>8} {'scalar core':>12}"
-            f" {'vec/scalar':>10}"
-            + (f" {'Flink JVM':>12} {'vec/Flink':>9}" if jvm else "") + f" {'goal >= 50 M/s':>15}")
-    print(head + "\n" + "-" * len(head))
-    for r in rows:
-        goal = ("met" if r["vec"] >= GOAL else "NOT met") if r["type"] != "string" else "(ints/longs only)"
-        line = (f"{r['type']:9} {r['keys']:>11,} {r['vec'] / 1e6:>10.1f} M {r['batched'] / 1e6:>10.1f} M "
-                f"{r['cpu_ratio']:>8.2f} "
-                f"{r['scalar'] / 1e6:>10.2f} M {r['vec'] / r['scalar']:>9.0f}x")
-        if jvm:
-            line += f" {r['flink'] / 1e6:>10.1f} M {r['vec'] / r['flink']:>9.2f}"
-        print(line + f" {goal:>15}")
-    print(f"\nvectorised: the keys as one array; in batches: {args.batch:,} keys per call (key_alignment's "
-          "Arrow batches); goal column: one array; in batches: "
-          + ", ".join(f"{r['type']} {'met' if r['batched'] >= GOAL else 'NOT met'}" for r in rows[:2]))
-    print("same key groups and operator indexes as the scalar core (first "
-          f"{rows[0]['scalar_keys']:,} keys per type): "
-          + ", ".join(f"{r['type']} {'yes' if r['same_scalar'] else 'NO'}" for r in rows))
-    if jvm:
-        print("same operator index as Flink's assignKeyToParallelOperator (every key): "
-              + ", ".join(f"{r['type']} {'yes' if r['same_flink'] else 'NO'}" for r in rows))
-        print("Flink JVM column: best pass; mean over timed passes: "
-              + ", ".join(f"{r['type']} {r['flink_mean'] / 1e6:.1f} M/s" for r in rows))
-    ok = all(r["same_scalar"] and r.get("same_flink", True) for r in rows)
-    return 0 if ok else 1
+    results = run(args)
+    fair.print_summary(results)
+    for r in results:
+        if r["key_type"] != "string" and r["mode"] == "one array":
+            print(f"goal >= 50 M {r['key_type']} keys per CPU-second, one array: "
+                  f"{'met' if r['ours']['rate'] >= GOAL else 'NOT met'} ({r['ours']['rate'] / 1e6:.1f} M)")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
-"""Benchmark: `_metadata` parsing, ours vs Flink's own loader, on two files Flink's code wrote.
+"""Benchmark: `_metadata` parsing, ours vs Flink's own loader, compared fairly, on files Flink's code wrote.
 
 1. Throughput (goal, docs/performance.md: >= 200 MB/s). The input is a parallelism-128 savepoint (hashmap
-   backend, keyed + operator list/union state, inline state handles) written by a real Flink 2.3 job
-   in a MiniCluster via `python -m flink_bridge.generate_savepoints --large`.
+   backend, keyed + operator list/union state) written by a real Flink 2.3 job in a MiniCluster via
+   `python -m flink_bridge.generate_savepoints --large`. Its size depends on how many records the job processed
+   before its savepoint, i.e. on the machine: a keyed handle under 64 KiB is inline in `_metadata` (a slow run gives
+   a ~10 MB file of inline state), a bigger one is a file of its own (a fast run gives a ~0.3 MB file of file
+   handles). The benchmark prints which it got; `--input` measures any other `_metadata`.
 2. A 1,000-subtask job (goal: its metadata in under 1 s). The input is a canonical savepoint of
    8 operators at parallelism 1,000 (8,000 subtask states; source reader splits + coordinator
    state, keyed state in key-group handles, one operator in relative files and one inline, split
@@ -10,14 +13,16 @@
    builds the `CheckpointMetadata` from Flink's own state-handle classes and Flink's
    `Checkpoints.storeCheckpointMetadata` serializes it (`--wide`; see
    flink_bridge/java/savepoints/common/ugate/savepoints/Wide.java): the bytes are what Flink writes.
-   Before timing, our reading of it is compared with Flink's (`flink-view.json`, written by Flink's
-   loader when the file was generated).
 
-Both files are created on first use under `.work/bench/<release>/`. Flink's
-`Checkpoints.loadCheckpointMetadata` is timed in a JVM in the same run (warmed up for half the
-budget, -Xmx1g), our reader in this process (best of as many rounds as fit in the budget).
+Before timing, our reading of every input that has Flink's own reading beside it (`flink-view.json`, written by
+Flink's loader when the file was generated) must equal it. Both files are created on first use under
+`.work/bench/<release>/`. Timed: our `parse_metadata` against Flink's `Checkpoints.loadCheckpointMetadata`
+(FlinkView.fairWorkload), both from the file's bytes in memory, by bench/fair.py: thread CPU on both sides, rounds
+alternated in one process tree, the JVM warmed up by CPU time until its rate is stable, the median of per-round
+rates on both sides (the old version divided by our best parse but by Flink's mean), the ratio with its spread and
+the load average.
 
-Usage: python bench/bench_metadata.py [--seconds 10] [--version 2.3]
+Usage: python -m bench.bench_metadata [--input PATH]... [--version 2.3] [fair options: --rounds, --tiny, ...]
 """
 
 from __future__ import annotations
@@ -26,42 +31,21 @@ import argparse
 import json
 import os
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import fair  # noqa: E402
 from flink_bridge.dist import release_of  # noqa: E402
-from flink_bridge.generate_savepoints import BENCH_DIR, WIDE_CASE, generate_large, generate_wide, run_java  # noqa: E402
+from flink_bridge.generate_savepoints import BENCH_DIR, WIDE_CASE, generate_large, generate_wide  # noqa: E402
 from upgrade_gate.flink.metadata import parse_metadata  # noqa: E402
 from upgrade_gate.flink.metadata.json_view import to_json  # noqa: E402
 from upgrade_gate.flink.metadata.model import CheckpointMetadata  # noqa: E402
 
 WIDE_GOAL_SECONDS = 1.0
-
-
-def ours(path: Path, seconds: float) -> dict[str, float]:
-    data = path.read_bytes()
-    base = str(path.parent)
-    parse_metadata(data, str(path), base)  # warm-up
-    best = float("inf")
-    n = 0
-    start = time.perf_counter()
-    deadline = start + seconds
-    while time.perf_counter() < deadline or n < 3:
-        t = time.perf_counter()
-        parse_metadata(data, str(path), base)
-        best = min(best, time.perf_counter() - t)
-        n += 1
-    return {"bytes": len(data), "iterations": n, "best_seconds": best, "mb_per_s": len(data) / best / 1e6,
-            "mean_seconds": (time.perf_counter() - start) / n}
-
-
-def flink(path: Path, seconds: float, version: str) -> dict[str, float]:
-    out = run_java(version, "ugate.savepoints.FlinkView", ["bench", str(path), str(seconds)])
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def handle_count(m: CheckpointMetadata) -> int:
@@ -94,53 +78,66 @@ def same_as_flink(path: Path, m: CheckpointMetadata) -> bool:
     return view.is_file() and _template(to_json(m, detail=True), base) == json.loads(view.read_text())
 
 
-def throughput(args: argparse.Namespace) -> None:
-    path = BENCH_DIR / release_of(args.version) / "large-p128" / "_metadata"
-    if not path.is_file():
-        generate_large(args.version)
-    m = parse_metadata(path.read_bytes(), str(path), str(path.parent))
-    print(f"input: {describe(path, m)}")
-    py = ours(path, args.seconds)
-    jv = flink(path, args.seconds, args.version)
-    print(f"{'reader':<44} {'MB/s':>10} {'ms/file':>10}")
-    ours_label = "ours (Python, upgrade_gate.flink.metadata)"
-    print(f"{ours_label:<44} {py['mb_per_s']:>10.1f} {py['best_seconds'] * 1e3:>10.2f}")
-    flink_ms = jv["seconds"] / jv["iterations"] * 1e3
-    print(f"{'Flink Checkpoints.loadCheckpointMetadata':<44} {jv['mb_per_s']:>10.1f} {flink_ms:>10.2f}")
-    print(f"ratio ours/Flink: {py['mb_per_s'] / jv['mb_per_s']:.2f}; goal >= 200 MB/s: "
-          f"{'met' if py['mb_per_s'] >= 200 else 'NOT met'}")
+def default_inputs(version: str) -> list[Path]:
+    """The two standard inputs, generated by real Flink on first use."""
+    large = BENCH_DIR / release_of(version) / "large-p128" / "_metadata"
+    if not large.is_file():
+        generate_large(version)
+    wide = BENCH_DIR / release_of(version) / WIDE_CASE / "_metadata"
+    if not wide.is_file():
+        generate_wide(version)
+    return [large, wide]
 
 
-def wide(args: argparse.Namespace) -> None:
-    path = BENCH_DIR / release_of(args.version) / WIDE_CASE / "_metadata"
-    if not path.is_file():
-        generate_wide(args.version)
-    path = path.resolve()
-    m = parse_metadata(path.read_bytes(), str(path), str(path.parent))
-    print(f"\ninput: {describe(path, m)}")
-    print(f"our reading == Flink's reading (every handle): {'yes' if same_as_flink(path, m) else 'NO'}")
-    py = ours(path, args.seconds)
-    jv = flink(path, args.seconds, args.version)
-    flink_best = jv.get("best_seconds", jv["seconds"] / jv["iterations"])
-    print(f"{'reader':<44} {'best ms':>10} {'mean ms':>10} {'runs':>6} {'< 1 s':>6}")
-    rows = [("ours (Python, upgrade_gate.flink.metadata)", py["best_seconds"], py["mean_seconds"], py["iterations"]),
-            ("Flink Checkpoints.loadCheckpointMetadata", flink_best, jv["seconds"] / jv["iterations"],
-             jv["iterations"])]
-    for label, best, mean, n in rows:
-        print(f"{label:<44} {best * 1e3:>10.1f} {mean * 1e3:>10.1f} {n:>6} "
-              f"{'yes' if best < WIDE_GOAL_SECONDS else 'no':>6}")
-    print(f"ratio ours/Flink time (best): {py['best_seconds'] / flink_best:.2f}; goal < 1 s for a "
-          f"1,000-subtask job: {'met' if py['best_seconds'] < WIDE_GOAL_SECONDS else 'NOT met'} "
-          f"({py['best_seconds'] * 1e3:.0f} ms)")
+def _parse(data: bytes, path: Path) -> Callable[[], int]:
+    """One unit of our side: the file's bytes parsed once (as Flink's side loads them from memory); 1 file."""
+    name, base = str(path), str(path.parent)
+
+    def unit() -> int:
+        parse_metadata(data, name, base)
+        return 1
+    return unit
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    settings = fair.settings_from(args)
+    results: list[dict[str, Any]] = []
+    paths = [Path(p) for p in args.input] if args.input else default_inputs(args.version)
+    for path in paths:
+        path = (path / "_metadata" if path.is_dir() else path).resolve()
+        data = path.read_bytes()
+        m = parse_metadata(data, str(path), str(path.parent))
+        subtasks = sum(len(o.subtask_states) for o in m.operator_states)
+        print(f"\ninput: {describe(path, m)}")
+        agree = same_as_flink(path, m) if (path.parent / "flink-view.json").is_file() else None
+        if agree is False:
+            raise SystemExit(f"{path}: our reading differs from Flink's (flink-view.json)")
+        print(f"our reading == Flink's reading (every handle): {'yes' if agree else 'no Flink view beside the file'}")
+        with fair.FlinkServer("savepoints", args.version, "ugate.savepoints.FlinkView", [str(path)]) as flink:
+            what = fair.Comparison(
+                "_metadata", f"{path.parent.name} ({len(data) / 1e6:.1f} MB, {subtasks:,} subtask states)", "files",
+                "upgrade_gate.flink.metadata.parse_metadata", "Checkpoints.loadCheckpointMetadata",
+                {"input": str(path), "bytes": len(data), "subtask_states": subtasks, "handles": handle_count(m),
+                 "same_as_flink": agree})
+            r = fair.run_and_report(what, fair.Ours(_parse(data, path)), flink, settings, args.json, results)
+        ours_mb, ours_ms = r["ours"]["rate"] * len(data) / 1e6, 1e3 / r["ours"]["rate"]
+        print(f"   ours {ours_mb:,.0f} MB per CPU-s ({ours_ms:.2f} CPU-ms a file), Flink "
+              f"{r['flink']['rate'] * len(data) / 1e6:,.0f} MB per CPU-s ({1e3 / r['flink']['rate']:.2f} CPU-ms)")
+        if subtasks >= 1000:
+            print(f"   goal < 1 s for a 1,000-subtask job: {'met' if ours_ms < 1e3 * WIDE_GOAL_SECONDS else 'NOT met'}")
+        elif len(data) >= 1e6:
+            print(f"   goal >= 200 MB/s: {'met' if ours_mb >= 200 else 'NOT met'}")
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=10.0, help="measuring time per reader and file (default 10)")
+    ap.add_argument("--input", action="append", help="a `_metadata` file or its folder (repeatable; default: the "
+                                                       "two standard inputs)")
     ap.add_argument("--version", default="2.3")
+    fair.add_arguments(ap)
     args = ap.parse_args(argv)
-    throughput(args)
-    wide(args)
+    fair.print_summary(run(args))
     return 0
 
 

@@ -24,12 +24,15 @@ writes the `_metadata` with Flink's own `Checkpoints.storeCheckpointMetadata`:
 Before timing, our reading of every handle is compared with what Flink's own `KeyedBackendSerializationProxy`
 and `OperatorBackendSerializationProxy` read from the same widened savepoint (StateMetaDump, in a JVM).
 
-The inputs are created on first use under `.work/bench/state-meta/`. Timed: our reader in this process, best
-and mean of as many rounds as fit in the budget, from the `_metadata` bytes on disk to every operator's states;
-the baseline, in the same run, Flink's own `Checkpoints.loadCheckpointMetadata` and proxies' `read` over every
-handle, in a JVM (warmed up for half the budget, -Xmx1g).
+The inputs are created on first use under `.work/bench/state-meta/`. Timed, from the `_metadata` on disk to every
+operator's states: our reader against Flink's own `Checkpoints.loadCheckpointMetadata` and proxies' `read` over
+every handle (StateMetaBench.java, the job's classes on its classpath), by bench/fair.py: thread CPU on both sides,
+rounds alternated in one process tree, the JVM warmed up by CPU time until its rate is stable, the median of
+per-round rates on both sides, the ratio with its spread and the load average. Our thread CPU includes the system
+time of opening and reading the files, as the JVM thread's does.
 
-Usage: python -m bench.bench_state_meta [--seconds 10] [--subtasks 1000]
+Usage: python -m bench.bench_state_meta [--subtasks 1000] [--variants native,canonical,canonical-distinct]
+       [--input DIR] [fair options: --rounds, --tiny, ...]
 """
 
 from __future__ import annotations
@@ -40,14 +43,16 @@ import os
 import shutil
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import fair  # noqa: E402
 from flink_bridge.generate_savepoints import BENCH_DIR, run_java  # noqa: E402
-from flink_bridge.jvm import classpath, compile_tool  # noqa: E402
+from flink_bridge.jvm import classpath  # noqa: E402
 from upgrade_gate.flink.metadata.reader import BoundedReader  # noqa: E402
 from upgrade_gate.flink.state_meta import oracle_view, read_state_schemas  # noqa: E402
 from upgrade_gate.flink.state_meta.proxy import read_keyed_proxy  # noqa: E402
@@ -77,12 +82,7 @@ import org.apache.flink.runtime.state.KeyGroupRangeOffsets;
 import org.apache.flink.runtime.state.KeyGroupsSavepointStateHandle;
 import org.apache.flink.runtime.state.KeyGroupsStateHandle;
 import org.apache.flink.runtime.state.KeyedStateHandle;
-import org.apache.flink.runtime.state.KeyedBackendSerializationProxy;
-import org.apache.flink.runtime.state.OperatorBackendSerializationProxy;
-import org.apache.flink.runtime.state.OperatorStateHandle;
-import org.apache.flink.runtime.state.StreamStateHandle;
 import org.apache.flink.runtime.state.filesystem.RelativeFileStateHandle;
-import org.apache.flink.core.memory.DataInputViewStreamWrapper;
 
 import java.io.*;
 import java.nio.file.Files;
@@ -91,10 +91,6 @@ import java.util.*;
 /** A real savepoint widened to P subtasks: subtask 0's real handles in every subtask; Flink writes the file. */
 public class WideStateMeta {
     public static void main(String[] args) throws Exception {
-        if (args[0].equals("bench")) {
-            bench(new File(args[1]).getAbsoluteFile(), Double.parseDouble(args[2]));
-            return;
-        }
         File fixture = new File(args[0]).getAbsoluteFile();
         File out = new File(args[1]).getAbsoluteFile();
         int p = Integer.parseInt(args[2]);
@@ -131,58 +127,6 @@ public class WideStateMeta {
         try (OutputStream o = new BufferedOutputStream(new FileOutputStream(new File(out, "_metadata")))) {
             Checkpoints.storeCheckpointMetadata(wide, o);
         }
-    }
-
-    /** Flink's own code doing what our reader does: load the _metadata, read every managed handle's proxy. */
-    private static int readAll(File dir) throws Exception {
-        CheckpointMetadata m;
-        byte[] bytes = Files.readAllBytes(new File(dir, "_metadata").toPath());
-        try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes))) {
-            m = Checkpoints.loadCheckpointMetadata(in, WideStateMeta.class.getClassLoader(), dir.getPath());
-        }
-        ClassLoader cl = WideStateMeta.class.getClassLoader();
-        int states = 0;
-        for (OperatorState o : m.getOperatorStates()) {
-            for (OperatorSubtaskState st : o.getStates()) {
-                for (KeyedStateHandle h : st.getManagedKeyedState()) {
-                    StreamStateHandle s = h instanceof KeyGroupsStateHandle
-                            ? ((KeyGroupsStateHandle) h).getDelegateStateHandle()
-                            : ((IncrementalRemoteKeyedStateHandle) h).getMetaDataStateHandle();
-                    KeyedBackendSerializationProxy<?> proxy = new KeyedBackendSerializationProxy<>(cl);
-                    try (InputStream in = s.openInputStream()) {
-                        proxy.read(new DataInputViewStreamWrapper(in));
-                    }
-                    states += proxy.getStateMetaInfoSnapshots().size();
-                }
-                for (OperatorStateHandle h : st.getManagedOperatorState()) {
-                    OperatorBackendSerializationProxy proxy = new OperatorBackendSerializationProxy(cl);
-                    try (InputStream in = h.getDelegateStateHandle().openInputStream()) {
-                        proxy.read(new DataInputViewStreamWrapper(in));
-                    }
-                    states += proxy.getOperatorStateMetaInfoSnapshots().size()
-                            + proxy.getBroadcastStateMetaInfoSnapshots().size();
-                }
-            }
-        }
-        return states;
-    }
-
-    /** Warm up for half the budget, then best and mean of the runs in the other half (one JSON line). */
-    private static void bench(File dir, double seconds) throws Exception {
-        long deadline = System.nanoTime() + (long) (seconds * 0.5e9);
-        while (System.nanoTime() < deadline) readAll(dir);
-        long n = 0;
-        long best = Long.MAX_VALUE;
-        long start = System.nanoTime();
-        deadline = start + (long) (seconds * 0.5e9);
-        while (System.nanoTime() < deadline || n < 3) {
-            long t = System.nanoTime();
-            readAll(dir);
-            best = Math.min(best, System.nanoTime() - t);
-            n++;
-        }
-        System.out.println("{\"best\": " + best / 1e9 + ", \"mean\": " + (System.nanoTime() - start) / 1e9 / n
-                + ", \"runs\": " + n + "}");
     }
 
     private static String name(Random rnd) {
@@ -304,47 +248,54 @@ def same_as_flink(path: Path) -> bool:
     return ours == json.loads((path / "flink-state-meta.json").read_text())
 
 
-def flink(path: Path, seconds: float) -> dict[str, float]:
-    """Flink's `Checkpoints.loadCheckpointMetadata` plus its proxies' `read` for every handle, in one JVM (the
-    job's classes on the classpath: Flink restores each POJO snapshot's class)."""
-    cp = classpath(VERSION, [compile_tool("savepoints", VERSION)])
-    proc = subprocess.run(["java", "-Xmx1g", "-cp", cp, str(_java_source()), "bench", str(path),
-                           str(seconds)], capture_output=True, text=True, timeout=600 + seconds)
-    if proc.returncode != 0:
-        raise SystemExit(f"WideStateMeta bench failed: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def measure(path: Path, seconds: float) -> dict[str, float]:
-    read_all(path)  # warm-up (imports, page cache)
-    best, n, start = float("inf"), 0, time.perf_counter()
-    while time.perf_counter() < start + seconds or n < 3:
-        t = time.perf_counter()
+def _read(path: Path) -> Callable[[], int]:
+    """One unit of our side: the savepoint's state meta information read once; 1 savepoint."""
+    def unit() -> int:
         read_all(path)
-        best = min(best, time.perf_counter() - t)
-        n += 1
-    return {"best": best, "mean": (time.perf_counter() - start) / n, "runs": n}
+        return 1
+    return unit
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    settings = fair.settings_from(args)
+    results: list[dict[str, Any]] = []
+    if args.input:
+        inputs = [(Path(args.input).name, Path(args.input).resolve())]
+    else:
+        inputs = [(v, distinct(args.subtasks) if v == "canonical-distinct" else generate(v, args.subtasks))
+                  for v in args.variants.split(",")]
+    for variant, path in inputs:
+        ops, subtasks, states = read_all(path)
+        files = sum(1 for p in path.iterdir() if p.name not in ("_metadata", "flink-state-meta.json"))
+        if not same_as_flink(path):
+            raise SystemExit(f"{path}: our reading of the state meta information differs from Flink's")
+        size = (path / "_metadata").stat().st_size
+        print(f"\ninput {variant}: {path} ({ops} operators, {subtasks:,} subtask states, {size / 1e6:.1f} MB "
+              f"_metadata, {files:,} state files, {states:,} states); our reading == Flink's proxies': yes")
+        with fair.FlinkServer("savepoints", VERSION, "ugate.savepoints.StateMetaBench", [str(path)]) as flink:
+            what = fair.Comparison(
+                "state meta", f"{variant} ({subtasks:,} subtask states)", "savepoints",
+                "read_state_schemas(load_savepoint(...)): _metadata + every managed handle's proxy",
+                "Checkpoints.loadCheckpointMetadata + Keyed/OperatorBackendSerializationProxy.read per handle",
+                {"input": str(path), "variant": variant, "operators": ops, "subtask_states": subtasks,
+                 "states": states, "files": files, "same_as_flink": True})
+            r = fair.run_and_report(what, fair.Ours(_read(path)), flink, settings, args.json, results)
+        seconds = 1 / r["ours"]["rate"]
+        print(f"   ours {seconds * 1e3:.1f} CPU-ms a savepoint, Flink {1e3 / r['flink']['rate']:.1f} CPU-ms; "
+              f"goal < 2 s: {'met' if seconds < GOAL_SECONDS else 'NOT met'}")
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=10.0, help="measuring time per input (default 10)")
     ap.add_argument("--subtasks", type=int, default=1000)
+    ap.add_argument("--variants", default="native,canonical,canonical-distinct",
+                    help="inputs to widen and measure (default native,canonical,canonical-distinct)")
+    ap.add_argument("--input", help="measure this savepoint folder instead (it must hold flink-state-meta.json)")
+    fair.add_arguments(ap)
     args = ap.parse_args(argv)
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"parallelism {args.subtasks:,}: every stateful operator has {args.subtasks:,} subtasks")
-    print(f"{'input':<20} {'ops':>4} {'subtasks':>8} {'MB':>6} {'files':>6} {'states':>7} {'== Flink':>9} "
-          f"{'ours best s':>12} {'mean s':>7} {'runs':>5} {'Flink best s':>13} {'< 2 s':>6}")
-    for variant in (*CASES, "canonical-distinct"):
-        path = distinct(args.subtasks) if variant == "canonical-distinct" else generate(variant, args.subtasks)
-        ops, subtasks, states = read_all(path)
-        files = sum(1 for p in path.iterdir() if p.name not in ("_metadata", "flink-state-meta.json"))
-        agree = same_as_flink(path)
-        r = measure(path, args.seconds)
-        jv = flink(path, args.seconds)
-        print(f"{variant:<20} {ops:>4} {subtasks:>8,} {(path / '_metadata').stat().st_size / 1e6:>6.1f} {files:>6} "
-              f"{states:>7} {'yes' if agree else 'NO':>9} {r['best']:>12.3f} {r['mean']:>7.3f} {r['runs']:>5} "
-              f"{jv['best']:>13.3f} {'yes' if r['best'] < GOAL_SECONDS else 'NO':>6}")
+    fair.print_summary(run(args))
     return 0
 
 

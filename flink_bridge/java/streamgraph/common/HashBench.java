@@ -15,60 +15,55 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.LongSupplier;
 
 /**
- * Baseline for `make bench`: Flink's own {@link StreamGraphHasherV2} timed on generated job
- * graphs, whose specs are written out so the Python hasher is timed on exactly the same graphs.
+ * Flink's side of bench/bench_hashing.py: its own {@link StreamGraphHasherV2} on generated job graphs, served
+ * to bench/fair.py by {@code ugate.fair.FairServer} (which times it by this thread's CPU, round by round,
+ * alternating with ours).
  *
- * <p>Usage: {@code HashBench <specs.jsonl> <graphs> <operators per graph> <seconds>}. Prints one
- * JSON line: nodes hashed, seconds, nodes per second (after a warm-up of the same length).
+ * <p>{@code fairWorkload(<specs.jsonl> <hashes.jsonl> <graphs> <operators per graph>)} builds the graphs with the
+ * DataStream API, writes their specs (so our hashers are timed on exactly the same graphs) and Flink's V2 hash of
+ * every node (so the benchmark proves both sides compute the same thing before it times them), and returns one
+ * unit of work: every graph hashed once, the nodes hashed as its count. The graph objects exist before timing
+ * starts, as ours do.
  */
 public final class HashBench {
     private HashBench() {}
 
-    public static void main(String[] args) throws Exception {
-        int graphs = Integer.parseInt(args[1]);
-        int operators = Integer.parseInt(args[2]);
-        double seconds = Double.parseDouble(args[3]);
+    public static LongSupplier fairWorkload(String[] args) throws Exception {
+        int graphs = Integer.parseInt(args[2]);
+        int operators = Integer.parseInt(args[3]);
         List<StreamGraph> built = new ArrayList<>();
-        long nodes = 0;
-        try (BufferedWriter out = Files.newBufferedWriter(Paths.get(args[0]), StandardCharsets.UTF_8)) {
+        StreamGraphHasherV2 hasher = new StreamGraphHasherV2();
+        try (BufferedWriter specs = Files.newBufferedWriter(Paths.get(args[0]), StandardCharsets.UTF_8);
+             BufferedWriter hashes = Files.newBufferedWriter(Paths.get(args[1]), StandardCharsets.UTF_8)) {
             for (int g = 0; g < graphs; g++) {
                 StreamGraph sg = build(g, operators);
                 built.add(sg);
-                nodes += sg.getStreamNodes().size();
-                out.write(Json.write(SpecDumper.spec(sg)));
-                out.write('\n');
+                specs.write(Json.write(SpecDumper.spec(sg)));
+                specs.write('\n');
+                Map<String, Object> ids = new LinkedHashMap<>();
+                for (Map.Entry<Integer, byte[]> e : hasher.traverseStreamGraphAndGenerateHashes(sg).entrySet()) {
+                    ids.put(String.valueOf(e.getKey()), hex(e.getValue()));
+                }
+                hashes.write(Json.write(ids));
+                hashes.write('\n');
             }
         }
-        time(built, seconds); // warm-up: let the JIT compile the hasher
-        long[] hashed = new long[1];
-        double elapsed = time(built, seconds, hashed);
-        Map<String, Object> result = new LinkedHashMap<>();
-        result.put("graphs", graphs);
-        result.put("nodes_per_pass", nodes);
-        result.put("nodes_hashed", hashed[0]);
-        result.put("nanos", (long) (elapsed * 1e9));
-        result.put("nodes_per_second", (long) (hashed[0] / elapsed));
-        System.out.println(Json.write(result));
-    }
-
-    private static double time(List<StreamGraph> graphs, double seconds) {
-        return time(graphs, seconds, new long[1]);
-    }
-
-    private static double time(List<StreamGraph> graphs, double seconds, long[] hashed) {
-        StreamGraphHasherV2 hasher = new StreamGraphHasherV2();
-        long start = System.nanoTime();
-        long deadline = start + (long) (seconds * 1e9);
-        long sink = 0;
-        while (System.nanoTime() < deadline) {
-            for (StreamGraph g : graphs) {
-                sink += hasher.traverseStreamGraphAndGenerateHashes(g).size();
+        return () -> {
+            long nodes = 0;
+            for (StreamGraph g : built) {
+                nodes += hasher.traverseStreamGraphAndGenerateHashes(g).size();
             }
-        }
-        hashed[0] = sink;
-        return (System.nanoTime() - start) / 1e9;
+            return nodes;
+        };
+    }
+
+    private static String hex(byte[] bytes) {
+        StringBuilder b = new StringBuilder();
+        for (byte x : bytes) b.append(String.format("%02x", x & 0xff));
+        return b.toString();
     }
 
     /** A job shape with the features that matter to the hasher: chains, shuffles, fan-out, unions, uids. */

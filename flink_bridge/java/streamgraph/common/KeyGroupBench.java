@@ -11,72 +11,58 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
+import java.util.function.LongSupplier;
 
 /**
- * Baseline for bench/bench_keygroups.py: Flink's own
+ * Flink's side of bench/bench_keygroups.py: its own
  * {@link KeyGroupRangeAssignment#assignKeyToParallelOperator} (key.hashCode() -> murmur -> key group ->
- * operator index) timed on exactly the keys the Python side wrote, on one thread.
+ * operator index) on exactly the keys the Python side wrote, served to bench/fair.py by
+ * {@code ugate.fair.FairServer} (timed by this thread's CPU, round by round, alternating with ours).
  *
- * <p>Usage: {@code KeyGroupBench <dir> <maxParallelism> <parallelism> <seconds> <type>...} with type
- * int ({@code <dir>/int.bin}, little-endian int32), long ({@code long.bin}, int64) or string
- * ({@code string.txt}, UTF-8, one per line). Keys are boxed before timing (a KeySelector hands Flink
- * boxed keys). Strings are rebuilt from their chars before every pass, because {@code String} caches
- * its hashCode and a record's key in Flink is a fresh object. Each type is warmed up for half of
- * {@code seconds} and timed for the other half; the operator indexes of the last pass go to
- * {@code <dir>/<type>.out} (little-endian int16) for the Python side to compare. Prints one JSON
- * line per type: keys, passes, best and mean nanoseconds per pass.
+ * <p>{@code fairWorkload(<dir> <maxParallelism> <parallelism> <type>)} with type int ({@code <dir>/int.bin},
+ * little-endian int32), long ({@code long.bin}, int64) or string ({@code string.txt}, UTF-8, one per line). Keys
+ * are boxed before timing (a KeySelector hands Flink boxed keys). Strings are rebuilt from their chars before
+ * every unit, outside the timed CPU (the supplier is also a {@link Runnable}, which FairServer runs untimed),
+ * because {@code String} caches its hashCode and a record's key in Flink is a fresh object. One pass runs while
+ * preparing and its operator indexes go to {@code <dir>/<type>.out} (little-endian int16), for the Python side
+ * to compare with its own before anything is timed. One unit = one pass over every key; its count = keys.
  */
 public final class KeyGroupBench {
     private KeyGroupBench() {}
 
     private static volatile int sink;
 
-    public static void main(String[] args) throws Exception {
+    public static LongSupplier fairWorkload(String[] args) throws IOException {
         Path dir = Paths.get(args[0]);
         int maxParallelism = Integer.parseInt(args[1]);
         int parallelism = Integer.parseInt(args[2]);
-        double seconds = Double.parseDouble(args[3]);
-        for (int i = 4; i < args.length; i++) {
-            String type = args[i];
-            Keys keys = load(dir, type);
-            short[] out = new short[keys.size()];
-            long warmEnd = System.nanoTime() + (long) (seconds * 0.5e9);
-            while (System.nanoTime() < warmEnd) pass(keys, out, maxParallelism, parallelism);
-            long end = System.nanoTime() + (long) (seconds * 0.5e9);
-            long best = Long.MAX_VALUE;
-            long total = 0;
-            int passes = 0;
-            do {
-                long t = pass(keys, out, maxParallelism, parallelism);
-                best = Math.min(best, t);
-                total += t;
-                passes++;
-            } while (System.nanoTime() < end || passes < 3);
-            write(dir.resolve(type + ".out"), out);
-            Map<String, Object> r = new LinkedHashMap<>();
-            r.put("type", type);
-            r.put("keys", keys.size());
-            r.put("passes", passes);
-            r.put("best_nanos", best);
-            r.put("mean_nanos", total / passes);
-            System.out.println(Json.write(r));
-            System.out.flush();
+        String type = args[3];
+        Keys keys = load(dir, type);
+        short[] out = new short[keys.size()];
+        pass(keys.fresh(), out, maxParallelism, parallelism);
+        write(dir.resolve(type + ".out"), out);
+        final class Unit implements LongSupplier, Runnable {
+            private Object[] next;
+
+            @Override public void run() {
+                next = keys.fresh();
+            }
+
+            @Override public long getAsLong() {
+                pass(next, out, maxParallelism, parallelism);
+                return next.length;
+            }
         }
+        return new Unit();
     }
 
-    /** Nanoseconds for one pass of assignKeyToParallelOperator over every key. */
-    private static long pass(Keys keys, short[] out, int maxParallelism, int parallelism) {
-        Object[] k = keys.fresh();
-        long start = System.nanoTime();
+    /** assignKeyToParallelOperator over every key. */
+    private static void pass(Object[] k, short[] out, int maxParallelism, int parallelism) {
         for (int i = 0; i < k.length; i++) {
             out[i] = (short) KeyGroupRangeAssignment.assignKeyToParallelOperator(k[i], maxParallelism, parallelism);
         }
-        long t = System.nanoTime() - start;
         sink += out[k.length - 1];
-        return t;
     }
 
     /** Boxed keys; strings hand out new String objects (hash not yet cached) for every pass. */

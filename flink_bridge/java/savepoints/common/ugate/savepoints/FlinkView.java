@@ -30,26 +30,23 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.function.LongSupplier;
 
 /**
  * Flink's own reading of a `_metadata` file, as JSON in the exact shape of our Python reader's
  * {@code to_json(detail=True)}: {@code FlinkView view <dir>...} writes {@code <dir>/flink-view.json};
- * {@code FlinkView bench <file> <seconds>} times {@code Checkpoints.loadCheckpointMetadata} (warmed up; mean and best).
+ * {@code fairWorkload} is the benchmark's unit of work ({@code Checkpoints.loadCheckpointMetadata}, see below).
  * Every number comes from Flink's getters (getStateSize, getKeyGroupRange, getStateNameToPartitionOffsets...).
  */
 public final class FlinkView {
     private FlinkView() {}
 
     public static void main(String[] args) throws Exception {
-        if (args[0].equals("bench")) {
-            bench(new File(args[1]), Double.parseDouble(args[2]));
-        } else {
-            for (int i = 1; i < args.length; i++) {
-                File dir = new File(args[i]).getAbsoluteFile();
-                Object view = view(dir);
-                Files.write(new File(dir, "flink-view.json").toPath(),
-                        (Json.write(view) + "\n").getBytes(StandardCharsets.UTF_8));
-            }
+        for (int i = 1; i < args.length; i++) {
+            File dir = new File(args[i]).getAbsoluteFile();
+            Object view = view(dir);
+            Files.write(new File(dir, "flink-view.json").toPath(),
+                    (Json.write(view) + "\n").getBytes(StandardCharsets.UTF_8));
         }
         System.exit(0);
     }
@@ -60,26 +57,25 @@ public final class FlinkView {
         }
     }
 
-    private static void bench(File file, double seconds) throws Exception {
+    private static volatile CheckpointMetadata loaded;
+
+    /**
+     * Flink's side of bench/bench_metadata.py, served to bench/fair.py by {@code ugate.fair.FairServer} (timed by
+     * this thread's CPU, round by round, alternating with ours): one unit = {@code Checkpoints.loadCheckpointMetadata}
+     * of the file's bytes, already in memory as ours are; its count = 1 file.
+     */
+    public static LongSupplier fairWorkload(String[] args) throws Exception {
+        File file = new File(args[0]).getAbsoluteFile();
         byte[] bytes = Files.readAllBytes(file.toPath());
-        String pointer = file.getAbsoluteFile().getParent();
-        long deadline = System.nanoTime() + (long) (seconds * 0.5e9);
-        while (System.nanoTime() < deadline) load(bytes, pointer); // warm-up: half the budget
-        long n = 0;
-        long start = System.nanoTime();
-        long end = start + (long) (seconds * 0.5e9);
-        long now = start;
-        long best = Long.MAX_VALUE;
-        do {
-            long before = now;
-            load(bytes, pointer);
-            n++;
-            now = System.nanoTime();
-            best = Math.min(best, now - before);
-        } while (now < end || n < 3);
-        double secs = (now - start) / 1e9;
-        System.out.println("{\"bytes\": " + bytes.length + ", \"iterations\": " + n + ", \"seconds\": " + secs
-                + ", \"best_seconds\": " + (best / 1e9) + ", \"mb_per_s\": " + (bytes.length * (double) n / secs / 1e6) + "}");
+        String pointer = file.getParent();
+        return () -> {
+            try {
+                loaded = load(bytes, pointer);  // kept, so the JIT cannot drop the work
+                return 1;
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        };
     }
 
     static Map<String, Object> view(File dir) throws Exception {
