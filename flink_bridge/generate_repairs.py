@@ -44,7 +44,7 @@ JOB_SCENARIOS = ("identical", "uid-renamed", "uid-removed", "uids-added", "map-i
                  "chaining-disabled-no-uids", "source-uid-renamed", "operator-removed-dropped",
                  "max-parallelism-128-to-256-long-keys-hashmap", "max-parallelism-256-to-128-string-keys-hashmap",
                  "max-parallelism-256-to-128-long-keys-rocksdb", "max-parallelism-128-to-256-string-keys-rocksdb",
-                 "states-dropped-by-name")
+                 "max-parallelism-128-to-256-tuple-keys-hashmap", "states-dropped-by-name")
 CROSS = "cross-version-uid-renamed"  # the 1.20.5 savepoint of uid-renamed, repaired, restored by 2.3.0
 SQL = ("sql-statement-set-gains-insert", "sql-query-to-plan")
 SCENARIOS = (*JOB_SCENARIOS, CROSS, *SQL)

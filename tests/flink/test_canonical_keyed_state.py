@@ -2,7 +2,8 @@
 
 Flink wrote each entry's key-group prefix from `murmur(key.hashCode()) % maxParallelism`; decoding the key with
 the codec of the savepoint's key serializer and hashing it must give that same key group, for every entry
-(values, map entries and timers; Long, String and SQL row keys; HashMap and RocksDB, Flink 1.20.5 and 2.3.0).
+(values, map entries and timers; Long, String, Tuple2 and SQL row keys; HashMap and RocksDB, Flink 1.20.5 and
+2.3.0).
 The stream must also read and write back byte for byte, and a max-parallelism rewrite must keep every entry.
 """
 
@@ -49,7 +50,7 @@ def _canonical_streams() -> list[tuple[str, int, KeyGroupsSavepointStateHandle, 
 STREAMS = _canonical_streams()
 
 
-def test_the_oracle_has_long_string_and_sql_row_keys_values_maps_and_timers() -> None:
+def test_the_oracle_has_long_string_tuple_and_sql_row_keys_values_maps_and_timers() -> None:
     keys: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
     for _, _, h, data in STREAMS:
@@ -57,7 +58,7 @@ def test_the_oracle_has_long_string_and_sql_row_keys_values_maps_and_timers() ->
         keys[meta.key_serializer.class_name.rsplit(".", 1)[-1]] += 1  # type: ignore[union-attr]
         kinds.update(s.backend_type for s in meta.states)
     assert {"LongSerializer$LongSerializerSnapshot", "StringSerializer$StringSerializerSnapshot",
-            "RowDataSerializer$RowDataSerializerSnapshot"} <= set(keys)
+            "RowDataSerializer$RowDataSerializerSnapshot", "TupleSerializerSnapshot"} <= set(keys)
     assert kinds["PRIORITY_QUEUE"] and kinds["KEY_VALUE"]
 
 

@@ -63,8 +63,11 @@ final class RepairFunctions {
     /** Timers never fire (the job has no watermarks): they stay in state, one per key at TIMER_BASE + key. */
     static final long TIMER_BASE = 1_000_000_000_000L;
 
-    /** The key's number: keys are v % 97, as a Long or as "k" + that. */
+    /** The key's number: keys are v % 97, as a Long, as "k" + that, or as the tuple (that, "k"). */
     static long keyNumber(Object key) {
+        if (key instanceof org.apache.flink.api.java.tuple.Tuple2) {
+            return (Long) ((org.apache.flink.api.java.tuple.Tuple2<?, ?>) key).f0;
+        }
         return key instanceof Long ? (Long) key : Long.parseLong(((String) key).substring(1));
     }
 

@@ -2,6 +2,8 @@ package ugate.restores;
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.java.functions.KeySelector;
+import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.streaming.api.datastream.DataStream;
@@ -30,6 +32,7 @@ final class RepairJob {
     boolean lists = true;
     int maxParallelism = -1;
     boolean stringKeys;
+    boolean tupleKeys; // Tuple2<Long, String> keys: (v % 97, "k")
     String backend = "hashmap";
     boolean withPairs = true; // the "lists" operator declares its "pairs" list state
     boolean withSum = true; // the "counts" operator declares its "sum" value state
@@ -45,6 +48,7 @@ final class RepairJob {
         j.lists = lists;
         j.maxParallelism = maxParallelism;
         j.stringKeys = stringKeys;
+        j.tupleKeys = tupleKeys;
         j.backend = backend;
         j.withPairs = withPairs;
         j.withSum = withSum;
@@ -69,11 +73,19 @@ final class RepairJob {
         if (uids) throttle.uid("throttle");
         DataStream<Long> in = throttle;
         if (insertMap) in = in.map(new Functions.Identity()).name("inserted");
-        SingleOutputStreamOperator<Long> counts = stringKeys
-                ? in.keyBy(v -> "k" + (v % RepairFunctions.KEYS))
-                        .transform("counts", Types.LONG, new RepairFunctions.CheckedCounts<String>("counts", withSum))
-                : in.keyBy(v -> v % RepairFunctions.KEYS)
-                        .transform("counts", Types.LONG, new RepairFunctions.CheckedCounts<Long>("counts", withSum));
+        SingleOutputStreamOperator<Long> counts;
+        if (tupleKeys) {
+            KeySelector<Long, Tuple2<Long, String>> byTuple = v -> Tuple2.of(v % RepairFunctions.KEYS, "k");
+            counts = in.keyBy(byTuple, Types.TUPLE(Types.LONG, Types.STRING))
+                    .transform("counts", Types.LONG, new RepairFunctions.CheckedCounts<Tuple2<Long, String>>("counts",
+                            withSum));
+        } else if (stringKeys) {
+            counts = in.keyBy(v -> "k" + (v % RepairFunctions.KEYS))
+                    .transform("counts", Types.LONG, new RepairFunctions.CheckedCounts<String>("counts", withSum));
+        } else {
+            counts = in.keyBy(v -> v % RepairFunctions.KEYS)
+                    .transform("counts", Types.LONG, new RepairFunctions.CheckedCounts<Long>("counts", withSum));
+        }
         if (uids && countsUid != null) counts.uid(countsUid);
         DataStream<Long> tail = counts;
         if (lists) {

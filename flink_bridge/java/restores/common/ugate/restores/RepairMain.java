@@ -64,6 +64,9 @@ public final class RepairMain {
         add("source-uid-renamed", uids, uids.copy(j -> j.sourceUid = "numbers-v2"));
         add("operator-removed-dropped", uids, uids.copy(j -> j.lists = false), "--old-graph", "--drop", "lists");
         add("cross-version-uid-renamed", uids, uids.copy(j -> j.countsUid = "counts-v2"));
+        RepairJob tuples = uids.copy(j -> { j.tupleKeys = true; j.maxParallelism = 128; });
+        add("max-parallelism-128-to-256-tuple-keys-hashmap", tuples, tuples.copy(j -> j.maxParallelism = 256),
+                "--max-parallelism", "256");
         // the new job no longer declares a list state and a keyed state: Flink would keep restoring them
         add("states-dropped-by-name", uids, uids.copy(j -> { j.withPairs = false; j.withSum = false; }),
                 "--old-graph", "--drop", "lists/pairs", "--drop", "counts/sum");
