@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -218,6 +219,43 @@ def delete_keys(client: Any, bucket: str, keys: list[str]) -> None:
                                                      "Quiet": True})
 
 
+def _delete_after_tasks_stop(spark: Any, client: Any, prefixes: list[tuple[str, str]]) -> None:
+    """Delete a failed run's parts, including those of tasks Spark is still cancelling.
+
+    When one task fails, Spark cancels its siblings, but a cancelled task's Python worker runs on for up to
+    `spark.python.task.killTimeout` (2 s by default) and may close, and so publish, its part after a first
+    delete: so wait for the stages to go idle, then keep deleting until the prefixes stay empty for longer
+    than that timeout (bounded: a worker Spark has killed publishes nothing)."""
+    deadline = time.monotonic() + 30.0
+    tracker = spark.sparkContext.statusTracker()
+    while tracker.getActiveStageIds() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    quiet_for = _seconds(spark.conf.get("spark.python.task.killTimeout", "2s")) + 1.0
+    quiet_since = time.monotonic()
+    while True:
+        found = False
+        for bucket, prefix in prefixes:
+            keys = list_keys(client, bucket, prefix)
+            if keys:
+                delete_keys(client, bucket, keys)
+                found = True
+        now = time.monotonic()
+        if found:
+            quiet_since = now
+        if now - quiet_since >= quiet_for or now >= deadline:
+            return
+        time.sleep(0.25)
+
+
+def _seconds(value: str) -> float:
+    """A Spark time setting ("2s", "500ms", "1min", "3") in seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)?\s*", value or "")
+    if not m:
+        return 2.0
+    scale = {"ms": 0.001, "s": 1.0, None: 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
 def _write_s3(rows: TaggedRows, locs: dict[str, common.Location], overwrite: bool,
               before_commit: Callable[[], None] | None) -> dict[str, int]:
     """Each table commits by one PUT of its manifest; until then readers see its previous manifest. A failed
@@ -256,9 +294,8 @@ def _write_s3(rows: TaggedRows, locs: dict[str, common.Location], overwrite: boo
                               Body=json.dumps(doc, indent=1).encode(), ContentType="application/json")
             committed[tag] = parts
     except BaseException:
-        for tag, table in tables.items():
-            if tag not in committed:
-                delete_keys(client, locs[tag].bucket, list_keys(client, locs[tag].bucket, f"{table}/{run}/"))
+        leftovers = [(locs[tag].bucket, f"{table}/{run}/") for tag, table in tables.items() if tag not in committed]
+        _delete_after_tasks_stop(rows.inputs.sparkSession, client, leftovers)
         raise
     for tag, table in tables.items():
         bucket = locs[tag].bucket
@@ -283,18 +320,29 @@ def write_parts(batches: Iterator[tuple[str, pa.RecordBatch]], folders: dict[str
     name = f"part-{ctx.partitionId():05d}-{ctx.attemptNumber()}-{uuid.uuid4().hex[:8]}.snappy.parquet"
     fs = s3_filesystem() if s3 else None
     writers: dict[str, Any] = {}
+    paths: list[str] = []
     counts = dict.fromkeys(folders, 0)
     try:
         for tag, batch in batches:
             writer = writers.get(tag)
             if writer is None:
                 where = f"{folders[tag]}/{name}" if s3 else str(Path(folders[tag]) / name)
+                paths.append(where)
                 writer = writers[tag] = pq.ParquetWriter(where, batch.schema, compression="snappy", filesystem=fs)
             writer.write_batch(batch)
             counts[tag] += batch.num_rows
-    finally:
+    except BaseException:
+        # a failed or cancelled task (Spark closes its pipe: the next write raises) must not publish its
+        # parts: closing an S3 writer completes its upload, so close, then take the parts back
         for writer in writers.values():
-            writer.close()
+            with suppress(Exception):
+                writer.close()
+        for where in paths:
+            with suppress(Exception):
+                fs.delete_file(where) if fs is not None else Path(where).unlink()
+        raise
+    for writer in writers.values():
+        writer.close()
     tags = list(folders)
     yield pa.RecordBatch.from_pydict({"tag": tags, "part": [name if t in writers else None for t in tags],
                                       "rows": [counts[t] for t in tags]}, schema=common.arrow_schema(MANIFEST_DDL))

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -365,8 +366,9 @@ def test_fleet_gate_stopped_between_s3_commits_leaves_no_stale_summary(spark_env
 @pytest.mark.parametrize("where", ["local", "s3"])
 def test_write_tables_failed_task_leaves_no_table(spark_env: SparkEnv, spark, tmp_path, monkeypatch,  # noqa: F811
                                                   where: str) -> None:
-    """Two tables from one pass, one task failing after the others wrote their parts: neither table appears,
-    no part is left, and tables from an earlier run stay readable."""
+    """Two tables from one pass, one task failing while the others are still writing theirs: neither table
+    appears, no part is left (not even one a cancelled task closes after the failure), and tables from an
+    earlier run stay readable."""
     import pyarrow as pa
 
     for k, v in spark_env.aws_env.items():
@@ -379,6 +381,8 @@ def test_write_tables_failed_task_leaves_no_table(spark_env: SparkEnv, spark, tm
                 if fail and first >= 1500:
                     raise RuntimeError("executor died")
                 yield "a", b
+                if fail:  # the siblings are still writing when Spark cancels them: their parts land late
+                    time.sleep(1.0)
                 yield "b", pa.RecordBatch.from_pydict({"x": [first]})
         return TaggedRows(spark.range(0, 2000, numPartitions=4), fn, {"a": "id long", "b": "x long"})
 
