@@ -11,6 +11,8 @@ Wiring only; see plugins/flink_gate/rolling.py.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from airflow.sdk import Param, dag, task
 from flink_gate import rolling
 from flink_gate.dag_parts import CHECK, check_params, in_section, notifiers, storage_param
@@ -72,7 +74,9 @@ def flink_rolling_upgrade() -> None:
         p = context["params"]
         return rolling.plan_waves([j["job_name"] for j in p["jobs"]], p["canary"], p["batch_size"])
 
-    @task(retries=1)
+    # Retries are safe and needed: an interrupted upgrade resumes from its record; the last failure gives the
+    # job leases back (`release_leases`)
+    @task(retries=2, retry_delay=timedelta(seconds=10), on_failure_callback=rolling.release_leases)
     def roll_out(waves: list[list[str]], **context) -> dict:
         return rolling.roll_out(context, waves, notifiers())
 

@@ -122,7 +122,7 @@ def flink_upgrade_gate() -> None:
         return steps.decide(context)
 
     # Retries are safe: the upgrade resumes from its record in the object store and the cluster.
-    @task(trigger_rule="none_failed_min_one_success", retries=2)
+    @task(trigger_rule="none_failed_min_one_success", retries=2, on_failure_callback=steps.release_lease)
     def upgrade(**context) -> dict:
         return steps.upgrade(context, context["ti"].xcom_pull(task_ids="gate"))
 

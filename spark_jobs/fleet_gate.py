@@ -64,8 +64,7 @@ def gate_job(row: dict[str, Any], ids_version: str | None, client: Any | None
     verdict's "graph: ..."; an unreadable savepoint the scan table's error row and "savepoint: ..."."""
     from hashing.errors import InputError
     from hashing.readers import parse_graph
-    from upgrade_gate.flink.metadata import parse_metadata
-    from upgrade_gate.storage.savepoints import read_metadata_blob
+    from upgrade_gate.storage.savepoints import load_newest_complete
 
     job, spec, savepoint = row["job"], row["spec"], row["savepoint"]
     verdict: dict[str, Any] = {"job": job, "spec": spec, "metadata": None, **{k: row[k] for k in _OPTIONS}}
@@ -82,10 +81,10 @@ def gate_job(row: dict[str, Any], ids_version: str | None, client: Any | None
             nodes = from_rows([fleet_ids.error_row(job, spec, graph_error)])
     if savepoint is not None:
         try:
-            blob = read_metadata_blob(savepoint, client=client, job_folder=True)
-            meta = parse_metadata(blob.data, blob.source, blob.base_dir)
-            ops = savepoint_scan.metadata_columns(job, savepoint, blob.source, meta)
-            verdict["metadata"] = blob.source
+            loaded = load_newest_complete(savepoint, client=client, job_folder=True)  # skips a half-written one
+            meta = loaded.metadata
+            ops = savepoint_scan.metadata_columns(job, savepoint, loaded.source, meta)
+            verdict["metadata"] = loaded.source
         except Exception as exc:
             meta, savepoint_error = None, _error_text(exc, InputError)
             ops = from_rows([{"job": job, "savepoint": savepoint, "error": savepoint_error}])

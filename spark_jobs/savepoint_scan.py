@@ -87,11 +87,11 @@ def operator_columns(job: str, savepoint: str, client: Any | None) -> Columns:
 
     Reads the parsed model directly rather than the `inspect` JSON: a fleet scan does this for
     every operator of thousands of jobs, and the dict-of-lists view cost more than the parse."""
-    from upgrade_gate.flink.metadata import parse_metadata
-    from upgrade_gate.storage.savepoints import read_metadata_blob
+    from upgrade_gate.storage.savepoints import load_newest_complete
 
-    blob = read_metadata_blob(savepoint, client=client, job_folder=True)  # each row names one job's savepoints
-    return metadata_columns(job, savepoint, blob.source, parse_metadata(blob.data, blob.source, blob.base_dir))
+    # each row names one job's savepoints; a newer one still being written is passed over, as the CLI does
+    loaded = load_newest_complete(savepoint, client=client, job_folder=True)
+    return metadata_columns(job, savepoint, loaded.source, loaded.metadata)
 
 
 def metadata_columns(job: str, savepoint: str, source: str, meta: CheckpointMetadata) -> Columns:

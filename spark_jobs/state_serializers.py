@@ -76,20 +76,19 @@ ORDER BY corrupted_on_2x DESC, job
 
 def serializer_rows(job: str, savepoint: str, client: Any | None) -> list[dict[str, Any]]:
     """Find and read one job's newest savepoint and its state handles' proxies; one row per state."""
-    from upgrade_gate.flink.metadata import parse_metadata
     from upgrade_gate.flink.state_meta import read_state_schemas
     from upgrade_gate.gate.state_schema_rules import crosses_kryo_upgrade, kryo_misreads
-    from upgrade_gate.storage.savepoints import read_metadata_blob
+    from upgrade_gate.storage.savepoints import load_newest_complete
     from upgrade_gate.storage.state_files import state_stream_opener
 
-    blob = read_metadata_blob(savepoint, client=client, job_folder=True)
-    meta = parse_metadata(blob.data, blob.source, blob.base_dir)
+    loaded = load_newest_complete(savepoint, client=client, job_folder=True)  # skips a half-written one
+    meta = loaded.metadata
     # tolerant: one unreadable or unparsable state file is that operator's error row, not the job's
     schemas = read_state_schemas(meta, state_stream_opener(client), tolerant=True)
     judged: dict[tuple[str, str], list[Any]] = {}
     for m in kryo_misreads(schemas):
         judged.setdefault((m.operator.operator_id, m.state.name), []).append(m)
-    head = {"job": job, "savepoint": savepoint, "metadata": blob.source, "metadata_version": meta.version,
+    head = {"job": job, "savepoint": savepoint, "metadata": loaded.source, "metadata_version": meta.version,
             "written_by_1x": crosses_kryo_upgrade(meta, 2), "error": None}
     rows: list[dict[str, Any]] = []
     for op in schemas:

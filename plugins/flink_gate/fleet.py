@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from flink_gate.alerts import build_alert
-from flink_gate.reports import ReportStore, safe_name
+from flink_gate.reports import ReportStore, report_name, safe_name
 from flink_gate.steps import report_url, work_root
 from upgrade_gate.cli.report_html import render_fleet, render_report
 from upgrade_gate.gate import policy
@@ -59,7 +59,7 @@ def publish(context: Any, summary: dict[str, Any], check_dir: str) -> dict[str, 
     for row in rows:
         check = check_from_row(row)
         table.append(fleet_row(row["job"], check))
-        store.publish(row["job"], ti.run_id, check, render_report(check),
+        store.publish(report_name(row["job"]), ti.run_id, check, render_report(check),
                       {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": row.get("metadata"),
                        "graph": row.get("spec"), "hasher": row.get("hasher"), "matching": row.get("matching"),
                        "allow_non_restored_state": row.get("allow_non_restored_state"), "source": "fleet_scan"})
@@ -81,12 +81,12 @@ def alert(context: Any, published: dict[str, Any], notifiers: list[Any]) -> list
     store = ReportStore()
     sent = []
     for job in published["blocked"]:
-        entry = store.get(safe_name(job), safe_name(ti.run_id))
+        entry = store.get(report_name(job), safe_name(ti.run_id))
         if entry is None or entry.meta.get("alert_sent"):
             continue
         check = json.loads((entry.path / "check.json").read_text())
         a = build_alert(check, job=job, run_id=ti.run_id, dag_id=ti.dag_id, savepoint=str(check.get("savepoint")),
-                        report_url=report_url(job, ti.run_id))
+                        report_url=report_url(report_name(job), ti.run_id))
         if a is None:
             continue
         failures = []

@@ -108,3 +108,28 @@ def write_json(path: Path, doc: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(path)
+
+
+XCOM_CHECK_LIMIT = 256 << 10  # Airflow keeps XCom in its metadata database: a check is not a blob store
+
+
+def for_xcom(check: dict[str, Any], full: str, limit: int = XCOM_CHECK_LIMIT) -> dict[str, Any]:
+    """The check as the gate's downstream tasks need it, within `limit` bytes of JSON.
+
+    A 5,000-operator job's check is ~3.7 MB, most of it per-subtask rescale detail the report shows and no task
+    reads. Over the limit, that detail goes first, then every operator row that nothing at risk names (the
+    alert, the policy and the approval read the losses, the misrouted and the at-risk rows); `trimmed` says
+    what was left out and where the whole check is (`full`: the published report's check.json)."""
+    if len(json.dumps(check)) <= limit:
+        return check
+    lean = {**check, "operators": [{**o, "rescale": None} if isinstance(o, dict) else o
+                                   for o in check.get("operators", [])], "migration": []}
+    trimmed = {"operators": len(check.get("operators", [])), "full": full, "rescale_detail": True,
+               "migration": len(check.get("migration", []))}
+    if len(json.dumps(lean)) > limit:
+        named = {str(x.get("operator_id")) for key in ("losses", "misrouted") for x in check.get(key, [])
+                 if isinstance(x, dict)}
+        lean["operators"] = [o for o in lean["operators"] if isinstance(o, dict) and (
+            str(o.get("operator_id")) in named or o.get("lost_bytes"))]
+    trimmed["operators_kept"] = len(lean["operators"])
+    return {**lean, "trimmed": trimmed}

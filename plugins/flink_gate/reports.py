@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -54,6 +55,19 @@ def reports_root() -> Path:
         return Path(env)
     home = os.environ.get("AIRFLOW_HOME") or str(Path.home() / "airflow")
     return Path(home) / "gate-reports"
+
+
+def job_key(job_name: str) -> str:
+    """A collision-free, readable path or object-key segment for the exact job name."""
+    digest = hashlib.sha256(job_name.encode("utf-8")).hexdigest()[:16]
+    return f"{safe_name(job_name)[:48]}-{digest}"
+
+
+def report_name(job_name: str) -> str:
+    """The job's folder for reports, work files and links: the name itself when it is already a safe path
+    segment (existing report links keep working), else its collision-free key, so `orders`, `orders_` and
+    `orders.` (which all sanitise alike) never share a folder, under one run id or any."""
+    return job_name if safe_name(job_name) == job_name else job_key(job_name)
 
 
 def safe_name(name: str) -> str:

@@ -31,6 +31,7 @@ from typing import Any
 from flink_gate import upgrade_records
 from flink_gate.hooks.flink_rest import TERMINAL_JOB_STATES, FlinkRestError, FlinkRestUnknown, new_flink_id
 from flink_gate.steps import (
+    ACTIVE,
     GateRefused,
     NeedsOperator,
     UpgradeNotStarted,
@@ -70,29 +71,123 @@ def verify_restored(p: dict[str, Any], job_id: str, savepoint: str) -> dict[str,
     return verify_upgrade(p, {"new_job_id": job_id, "savepoint": savepoint})
 
 
+class UpgradeInterrupted(RuntimeError):
+    """The upgrade could not go on now (the cluster or the store did not answer, the lease was lost); the
+    message says, in words, where the job stands, and the task's retry resumes from the record."""
+
+
 def run_upgrade(p: dict[str, Any], graph_path: str) -> dict[str, Any]:
     """The whole upgrade of one job under its lease: begin (or resume) the record, upgrade, verify,
-    roll back on a definite failure. Returns the verified outcome; raises otherwise."""
+    roll back on a definite failure. Returns the verified outcome; raises otherwise.
+
+    Whatever interrupts it (an unanswered cluster, an unreachable object store, a lost lease) is raised as
+    `UpgradeInterrupted`, whose message says where the job stands ("acme is stopped; savepoint … exists; a
+    retry resumes"), never a bare timeout."""
     holder = holder_of(p)
-    with upgrade_records.exclusive(p, holder) as (record, lease):
-        begin(p, record, lease, holder)
-        return upgrade_with_rollback(p, record, graph_path, lease)
+    known: dict[str, Any] = {}
+    try:
+        with upgrade_records.exclusive(p, holder) as (record, lease):
+            begin(p, record, lease, holder)
+            known = record.doc
+            try:
+                return upgrade_with_rollback(p, record, graph_path, lease)
+            finally:
+                known = record.doc
+    except (UpgradeRolledBack, NeedsOperator, UpgradeNotStarted, GateRefused, upgrade_records.LeaseHeld):
+        raise
+    except (LeaseLost, upgrade_records.Conflict) as exc:
+        # a lost fencing write, or a record someone else wrote since we read it: another run took the job over
+        raise UpgradeInterrupted(f"{p['job_name']}: when this run last looked, {where_it_stands(known)}; then "
+                                 f"another run took the job over ({type(exc).__name__}: {exc}). This run sent "
+                                 "nothing more to the cluster; the run holding the lease settles the job") from exc
+    except Exception as exc:
+        raise UpgradeInterrupted(f"{p['job_name']}: {where_it_stands(known)}; the upgrade was interrupted "
+                                 f"({type(exc).__name__}: {str(exc)[:600]}); a retry resumes") from exc
+
+
+def where_it_stands(doc: dict[str, Any]) -> str:
+    """The job's state, in words, from the last record this run saw (the cluster may have moved on since)."""
+    state, old, sp = doc.get("state"), doc.get("old_job_id"), doc.get("savepoint")
+    if not doc or state in (None, "planned", "not-started"):
+        return "the running job was not touched"
+    if state == "stopping":
+        return (f"job {old} may be stopping with a savepoint (trigger {doc.get('trigger')}); until a retry finds "
+                "out, it is either still running or stopped with that savepoint")
+    if state == "stopped":
+        return f"job {old} is stopped; savepoint {sp} exists; the new version was not started yet"
+    if state == "starting":
+        return (f"job {old} is stopped; savepoint {sp} exists; the new version may be starting as job "
+                f"{doc.get('new_job_id')}")
+    if state == "rolling-back":
+        return (f"job {old} is stopped; savepoint {sp} exists; the old version may be restarting as job "
+                f"{doc.get('rollback_job_id')}")
+    if state == "running-verified":
+        return f"the new version runs as job {doc.get('new_job_id')}, restored from {restore_point(doc)}"
+    if state == "rolled-back-verified":
+        return f"the old version runs again as job {doc.get('rollback_job_id')}, restored from {sp}"
+    return f"the upgrade record says {state}: {doc.get('outcome', '')[:300]}"
 
 
 def begin(p: dict[str, Any], record: UpgradeRecord, lease: Any, holder: str) -> None:
     """Make the job's record this run's: resume our own, or settle an abandoned one, then plan.
 
-    An abandoned record (another run's, not final: its lease expired and we took it over) is first
-    reconciled with the cluster and brought to a final state with *its* plan (see `settle`)."""
+    An abandoned record (another run's, not final: its lease expired and we took it over) is first fenced
+    (a conditional write naming us: the previous holder's later record writes lose), then reconciled with
+    the cluster and brought to a final state with *its* plan (see `settle`). The ids that holder recorded
+    (its trigger, its new and rollback job ids) are kept as `stale_ids`: a request it sent before it was
+    paused may still reach the cluster, and a job so started is a stale copy any later run cancels."""
     doc = record.doc
     if doc and doc.get("run") == holder:
         return  # an Airflow retry of this run: resume from the record (final states are replayed)
+    stale = list(doc.get("stale_ids") or []) if doc else []
     if doc and doc.get("state") not in TERMINAL_STATES:
+        stale += [doc[k] for k in ("new_job_id", "rollback_job_id") if doc.get(k)]
+        record.save(taken_over_by=holder, stale_ids=sorted(set(stale)))
         settle(p, record, lease)
+    stale = [j for j in stale if j != live_job(record)]  # a copy the settling verified is the job, not stale
+    cancel_stale_copies(p, record, stale, lease)
     previous = {k: record.get(k) for k in ("run", "state", "savepoint", "new_job_id", "rollback_job_id")
                 if record.get(k) is not None}
     record.doc = {"previous": previous} if previous else {}
+    if stale:
+        record.doc["stale_ids"] = sorted(set(stale))
     record.save(state="planned", run=holder, plan={k: p.get(k) for k in PLAN_KEYS if p.get(k) is not None})
+
+
+def live_job(record: UpgradeRecord) -> str | None:
+    """The job id the record says is the job now: never a stale copy, whatever list it is on."""
+    if record.state == "running-verified":
+        return record.get("new_job_id")
+    if record.state == "rolled-back-verified":
+        return record.get("rollback_job_id")
+    if record.state in ("planned", "stopping", "not-started"):
+        return record.get("old_job_id")
+    return None
+
+
+def cancel_stale_copies(p: dict[str, Any], record: UpgradeRecord, stale: list[str], lease: Any = None,
+                        keep: tuple[str, ...] = ()) -> list[str]:
+    """Cancel every active job whose id a holder that lost its lease recorded (`stale_ids`), except the
+    verified copy (`keep`, and the one the record says runs). Such a job was started by a request that
+    reached the cluster after its sender lost the lease: it restored an older savepoint and is a second copy.
+    Returns the ids cancelled."""
+    if not stale:
+        return []
+    hook = rest_hook(p)
+    current = {live_job(record), *keep}
+    cancelled = []
+    for jid in stale:
+        if jid in current:
+            continue
+        job = hook.job_or_none(jid)
+        if job is not None and job.get("state") in ACTIVE:
+            if lease is not None:
+                lease.fence()
+            hook.cancel(jid, wait=float(p.get("timeout_s", 600)))
+            cancelled.append(jid)
+    if cancelled:
+        record.save(stale_cancelled=sorted(set(record.get("stale_cancelled") or []) | set(cancelled)))
+    return cancelled
 
 
 def settle(p: dict[str, Any], record: UpgradeRecord, lease: Any) -> None:
@@ -111,14 +206,14 @@ def settle(p: dict[str, Any], record: UpgradeRecord, lease: Any) -> None:
         return
     if record.state == "stopping":
         try:
-            record.save(state="stopped", savepoint=stop_and_find_savepoint(hook, q, record, lease.check,
+            record.save(state="stopped", savepoint=stop_and_find_savepoint(hook, q, record, lease.fence,
                                                                                  post=False))
         except UpgradeNotStarted as exc:
             record.save(state="not-started", outcome=str(exc))
             return
     if record.state in ("stopped", "starting") and record.get("new_job_id"):
         job = hook.job_or_none(record["new_job_id"])
-        if job is not None and job.get("state") == "RUNNING":
+        if job is not None and job.get("state") in ("CREATED", "INITIALIZING", "RUNNING"):  # started: verify it
             try:
                 verified = verify_restored(q, record["new_job_id"], restore_point(record))
                 record.save(state="running-verified", verified=verified, outcome="finished by a later run")
@@ -149,6 +244,8 @@ def upgrade_with_rollback(p: dict[str, Any], record: UpgradeRecord, graph_path: 
         if old is not None and old.get("state") not in TERMINAL_JOB_STATES:
             raise NeedsOperator(f"{p['job_name']}: the new job runs but the old job {record['old_job_id']} is "
                                 f"{old.get('state')}: two copies; cancel one")
+        # a request of a holder that lost its lease may have landed meanwhile: one copy, ours
+        cancel_stale_copies(p, record, list(record.get("stale_ids") or []), lease, keep=(upgraded["new_job_id"],))
         record.save(state="running-verified", verified=verified)
         return _result(record)
     except UpgradeNotStarted as exc:
@@ -185,7 +282,7 @@ def roll_back(p: dict[str, Any], record: UpgradeRecord, reason: str, lease: Any 
     """Cancel the new job (if any, until Flink says it ended) and resubmit the old version from the
     upgrade savepoint under a pre-recorded job id; verify it. `rolled-back-verified` or `RollbackFailed`."""
     hook = rest_hook(p)
-    check = lease.check if lease is not None else None
+    check = lease.fence if lease is not None else None  # the fencing step before every acting call
     savepoint = record["savepoint"]
     if record.state != "rolling-back":
         record.save(state="rolling-back", rollback_reason=reason[:2000],
@@ -193,6 +290,8 @@ def roll_back(p: dict[str, Any], record: UpgradeRecord, reason: str, lease: Any 
     try:
         new = record.get("new_job_id")
         if new and hook.job_or_none(new) is not None:
+            if check:
+                check()
             state = hook.cancel(new, wait=float(p.get("timeout_s", 600)))
             if state not in TERMINAL_JOB_STATES:
                 raise RollbackFailed(f"{p['job_name']}: the new job {new} is still {state} after cancelling; the old "

@@ -30,9 +30,9 @@ from flink_gate import gate
 from flink_gate.alerts import build_alert
 from flink_gate.hooks.storage import SavepointStorageHook
 from flink_gate.reports import ReportStore, safe_name
-from flink_gate.rollback import ROLLBACK_KEYS, default_target_dir, run_upgrade
+from flink_gate.rollback import ROLLBACK_KEYS, UpgradeInterrupted, default_target_dir, run_upgrade
 from flink_gate.steps import holder_of, report_url, state_map, work_root
-from flink_gate.upgrade_records import refuse_if_leased, report_name
+from flink_gate.upgrade_records import refuse_if_leased, release_after_final_failure, report_name
 from upgrade_gate.cli import report_html
 from upgrade_gate.gate import policy
 from upgrade_gate.storage.objects import read_graph
@@ -142,6 +142,12 @@ def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict
                 else:
                     progress["jobs"][name] = {"status": "checked", "wave": wave_no, "verdict": check["verdict"],
                                               "gate": decision.reason}
+            except UpgradeInterrupted as exc:
+                # the job may be stopped: record it and fail the task, so that Airflow's retry resumes this
+                # job from its upgrade record (never a "failed" job the retry skips, with the job stopped)
+                progress["jobs"][name] = {"status": "interrupted", "wave": wave_no, "error": str(exc)[:2000]}
+                gate.write_json(progress_file, progress)
+                raise
             except Exception as exc:
                 progress["jobs"][name] = {"status": "failed", "wave": wave_no, "error": str(exc)[:2000]}
                 progress["stopped_by"] = {"job": name, "reason": f"{type(exc).__name__}: {str(exc)[:500]}"}
@@ -149,6 +155,20 @@ def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict
         if progress["stopped_by"]:
             break
     return outcome(progress, waves)
+
+
+def release_leases(context: Any) -> None:
+    """`on_failure_callback` of `roll_out` (called once no retry is left): give back the lease of every job
+    this run still holds, so the next run settles it at once instead of waiting out the lease."""
+    params, ti = dict(context["params"]), context["ti"]
+    holder = holder_of({"dag_id": ti.dag_id, "run_id": ti.run_id})
+    common = {k: v for k, v in params.items() if k not in ("jobs", "canary", "batch_size")}
+    for job in params.get("jobs") or []:
+        try:
+            if release_after_final_failure(_job_params(common, job), holder):
+                ti.log.warning("released the upgrade lease of %s held by the failed run %s", job["job_name"], holder)
+        except Exception as exc:  # the lease then expires on its own
+            ti.log.error("could not release the upgrade lease of %s: %s", job.get("job_name"), exc)
 
 
 def report_url_of(job: str, run_id: str) -> str:

@@ -181,7 +181,7 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
     states = state_map(hook, metadata)
     if states is not None:  # the view's State section lists every state, not only the flagged ones
         check["states"] = states
-    url = report_url(job, ti.run_id)
+    url = report_url(upgrade_records.report_name(job), ti.run_id)
     meta = {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": source, "graph": graph["graph_source"],
             "hasher": p["hasher"], "matching": p["matching"],
             "allow_non_restored_state": bool(p["allow_non_restored_state"]),
@@ -189,11 +189,13 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
     gate.write_json(run_dir(job, ti.run_id) / "check.json", check)
     page = report_html.render_html(result, new_graph=read_graph(graph["graph_path"]), states=states,
                                    repair=check["repair"])
-    path = ReportStore().publish(job, ti.run_id, check, page, meta)
-    # XCom gets the verdict's fields; every state's serializers stay in check.json and the report
-    lean = {k: v for k, v in check.items() if k != "states"}
+    path = ReportStore().publish(upgrade_records.report_name(job), ti.run_id, check, page, meta)
+    # XCom gets the verdict's fields, bounded; every state's serializers and a large job's per-subtask detail
+    # stay in check.json and the report
+    lean = gate.for_xcom({k: v for k, v in check.items() if k != "states"}, str(path / "check.json"))
     return {"job": job, "verdict": check["verdict"], "check": lean, "savepoint": source, "report_url": url,
-            "report_dir": str(path), "report_run": safe_name(ti.run_id)}
+            "report_dir": str(path), "report_job": upgrade_records.report_name(job),
+            "report_run": safe_name(ti.run_id)}
 
 
 def state_map(hook: SavepointStorageHook, metadata: Any) -> dict[str, list[dict[str, Any]]] | None:
@@ -285,6 +287,17 @@ def upgrade(context: Any, verdict: dict[str, Any]) -> dict[str, Any]:
     return run_upgrade(p, str(next((rdir / "catalogue").iterdir())))
 
 
+def release_lease(context: Any) -> None:
+    """`on_failure_callback` of the `upgrade` task (called once no retry is left): give the job's lease back,
+    so the next run settles the interrupted upgrade at once instead of waiting out the lease."""
+    p = {**_params(context), **_run_ids(context)}
+    try:
+        if upgrade_records.release_after_final_failure(p, holder_of(p)):
+            context["ti"].log.warning("released the upgrade lease of %s held by the failed run", p["job_name"])
+    except Exception as exc:  # the lease then expires on its own
+        context["ti"].log.error("could not release the upgrade lease of %s: %s", p["job_name"], exc)
+
+
 def _grace(p: dict[str, Any]) -> float:
     """How long a request whose answer was lost may still take effect on the cluster."""
     return float(p.get("reconcile_grace_s") or 30)
@@ -320,7 +333,18 @@ def stop_and_find_savepoint(hook: FlinkRestHook, p: dict[str, Any], record: Upgr
     deadline = time.monotonic() + float(p.get("timeout_s", 600))
     posts, posted_at = 0, 0.0
     while True:
-        status = hook.savepoint_status_or_none(old, trigger)
+        try:
+            status, job, found = _look_at_stop(hook, old, trigger)
+        except FlinkRestUnknown as exc:
+            # Flink may have taken the stop already: a few failed reads must not end the upgrade with the job
+            # stopped (that left no copy running for 16 minutes); keep asking until the step's deadline
+            if time.monotonic() > deadline:
+                raise FlinkRestUnknown(f"{record.job_name}: the cluster did not answer for {p.get('timeout_s', 600)}s "
+                                       f"while job {old} may be stopping with savepoint {trigger} ({exc}); a retry "
+                                       "resumes from the record and asks again") from exc
+            hook.log.warning("stop %s of job %s: the cluster did not answer (%s); asking again", trigger, old, exc)
+            time.sleep(1.0)
+            continue
         if status is not None:
             if status.get("status", {}).get("id") == "COMPLETED":
                 op = status.get("operation") or {}
@@ -328,17 +352,14 @@ def stop_and_find_savepoint(hook: FlinkRestHook, p: dict[str, Any], record: Upgr
                     return str(op["location"])
                 cause = ((op.get("failure-cause") or {}).get("stack-trace") or "").strip()
                 reason = cause.splitlines()[0] if cause else "no location and no cause reported"
-                job = hook.job_or_none(old)
                 if job is not None and job.get("state") in ACTIVE:
                     raise UpgradeNotStarted(f"{record.job_name}: stop-with-savepoint of job {old} failed ({reason}); "
                                             "the old job was not stopped and still runs")
                 raise NeedsOperator(f"{record.job_name}: stop-with-savepoint of job {old} failed ({reason}) and the "
                                     f"job is {job and job.get('state')}: restart it from its last checkpoint")
         else:
-            job = hook.job_or_none(old)
             state = job.get("state") if job else None
             if state == "FINISHED":
-                found = hook.last_savepoint(old)
                 if found:
                     return found
                 raise NeedsOperator(f"{record.job_name}: job {old} FINISHED but Flink reports no savepoint for "
@@ -363,13 +384,31 @@ def stop_and_find_savepoint(hook: FlinkRestHook, p: dict[str, Any], record: Upgr
                     hook.log.warning("stop-with-savepoint %s: outcome unknown (%s); asking the cluster", trigger, exc)
                 except FlinkRestError as exc:
                     if hook.savepoint_status_or_none(old, trigger) is None:
-                        raise UpgradeNotStarted(f"{record.job_name}: Flink refused to stop job {old}: {exc}; "
-                                                "the old job still runs") from exc
+                        job = hook.job_or_none(old)
+                        if job is not None and job.get("state") in ACTIVE:
+                            raise UpgradeNotStarted(f"{record.job_name}: Flink refused to stop job {old}: {exc}; "
+                                                    "the old job still runs") from exc
+                        # no longer running: stopped meanwhile (a stop a holder sent before it lost its lease,
+                        # delivered late); the next look finds the savepoint it finished with, or says why not
                 continue
         if time.monotonic() > deadline:
             raise FlinkRestUnknown(f"{record.job_name}: savepoint {trigger} of job {old} not completed after "
                                    f"{p.get('timeout_s', 600)}s; a retry resumes waiting for it")
         time.sleep(0.5)
+
+
+def _look_at_stop(hook: FlinkRestHook, old: str, trigger: str
+                  ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
+    """One look at a stop in flight: the trigger's status, the old job, and (once it FINISHED without a
+    trigger Flink still knows) the savepoint its checkpoint statistics name. Raises `FlinkRestUnknown` when the
+    cluster does not answer, so the caller asks again rather than deciding on half a look."""
+    status = hook.savepoint_status_or_none(old, trigger)
+    completed = status is not None and status.get("status", {}).get("id") == "COMPLETED"
+    if status is not None and (not completed or (status.get("operation") or {}).get("location")):
+        return status, None, None
+    job = hook.job_or_none(old)
+    found = hook.last_savepoint(old) if status is None and job is not None and job.get("state") == "FINISHED" else None
+    return status, job, found
 
 
 def start_job(hook: FlinkRestHook, p: dict[str, Any], record: UpgradeRecord, id_field: str, jar_id: str,
@@ -417,7 +456,7 @@ def perform_upgrade(p: dict[str, Any], record: UpgradeRecord, graph_path: str, l
     savepoint, start the new jar from it. Resumes from whatever state the record is in; every
     id (trigger, new job) is recorded before the request that uses it."""
     hook = rest_hook(p)
-    check = lease.check if lease is not None else None
+    check = lease.fence if lease is not None else None  # the fencing step before every acting call
 
     if record.state == "planned":
         old = _old_job(hook, p)

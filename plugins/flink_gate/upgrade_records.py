@@ -22,10 +22,17 @@ Without an object store (no state root configured) records fall back to the loca
 directory, with the same compare-and-swap done under a file lock: correct on ONE worker only.
 
 The lease: created with If-None-Match, renewed (If-Match) by a heartbeat thread while the task
-works, deleted at the end when the upgrade reached a final state. A second run for the same job
-is refused at once, naming the DAG run that holds the lease and when it expires. The same DAG
-run (an Airflow retry) takes its own lease back. A lease that expired may be taken over, and the
-taker must reconcile the record with the cluster before doing anything (see `steps.py`).
+works, deleted at the end when the upgrade reached a final state, or when the task failed for good
+(`release_after_final_failure`, the DAG's failure callback: a failed run never keeps the job). A
+second run for the same job is refused at once, naming the DAG run that holds the lease and when it
+expires. The same DAG run (an Airflow retry) takes its own lease back. A lease that expired may be
+taken over, and the taker must reconcile the record with the cluster before doing anything (see
+`rollback.begin`).
+
+Fencing (docs/guarantees.md, "A paused holder"): a heartbeat alone does not stop a holder that was
+paused (a long GC pause, a frozen VM) and does not know it. So immediately before every call that acts
+on the cluster the holder *fences*: a conditional write of its lease (`Lease.fence`). A holder whose
+lease was taken while it was paused loses that write and stops before acting.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flink_gate.reports import safe_name
+from flink_gate.reports import job_key, report_name  # noqa: F401  (re-exported: records and work files)
 from upgrade_gate.storage.redact import redact_value
 
 TERMINAL_STATES = ("running-verified", "rolled-back-verified", "not-started")
@@ -62,18 +69,6 @@ class LeaseHeld(RuntimeError):
 
 class LeaseLost(RuntimeError):
     """Our lease was taken over (it had expired): stop before touching the job again."""
-
-
-def job_key(job_name: str) -> str:
-    """A collision-free, readable object-key segment for the exact job name."""
-    digest = hashlib.sha256(job_name.encode("utf-8")).hexdigest()[:16]
-    return f"{safe_name(job_name)[:48]}-{digest}"
-
-
-def report_name(job_name: str) -> str:
-    """The job's folder name for reports and work files: the name itself when it is already a safe
-    path segment (existing report links keep working), else its collision-free key."""
-    return job_name if safe_name(job_name) == job_name else job_key(job_name)
 
 
 def now() -> float:
@@ -298,6 +293,7 @@ class Lease:
     lost: str | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _writing: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def key(self) -> str:
@@ -336,22 +332,34 @@ class Lease:
                         "another run is taking it")
 
     def renew(self) -> None:
-        if self.lost:
-            raise LeaseLost(self.lost)
-        doc = self._doc()
-        try:
-            self.etag = self.store.put(self.key, doc, self.etag)
-            self.doc = doc
-        except Conflict as exc:
-            current, _ = self.store.get(self.key)
-            self.lost = (f"the upgrade lease of {self.job_name!r} was taken by "
-                         f"{(current or {}).get('holder', 'nobody (deleted)')}")
-            raise LeaseLost(self.lost) from exc
+        # one writer at a time: the heartbeat and a fence both write If-Match the same etag, and the
+        # loser of that race would wrongly conclude the lease was taken
+        with self._writing:
+            if self.lost:
+                raise LeaseLost(self.lost)
+            doc = self._doc()
+            try:
+                self.etag = self.store.put(self.key, doc, self.etag)
+                self.doc = doc
+            except Conflict as exc:
+                current, _ = self.store.get(self.key)
+                taker = (current or {}).get("holder") or "another run (which has finished and released it since)"
+                self.lost = (f"the upgrade lease of {self.job_name!r} was taken by {taker} while this run "
+                             f"({self.holder}) was not looking (paused, or cut off from the store); this run "
+                             "stopped before acting again and the new holder settles what it did")
+                raise LeaseLost(self.lost) from exc
 
     def check(self) -> None:
-        """Raise `LeaseLost` if the heartbeat found the lease taken: called before every action."""
+        """Raise `LeaseLost` if the heartbeat already found the lease taken."""
         if self.lost:
             raise LeaseLost(self.lost)
+
+    def fence(self) -> None:
+        """The fencing step, called immediately before every request that acts on the cluster: a
+        conditional write of the lease. It fails (`LeaseLost`) if another run took the lease since our last
+        write, however long this process was paused in between; the heartbeat cannot tell a paused
+        holder, because it was paused too."""
+        self.renew()
 
     def start_heartbeat(self) -> None:
         def beat() -> None:
@@ -407,3 +415,21 @@ def exclusive(p: dict[str, Any], holder: str, ttl: float | None = None) -> Itera
             record.load()
             if record.state in TERMINAL_STATES or record.get("run") != holder:
                 lease.release()
+
+
+def release_after_final_failure(p: dict[str, Any], holder: str) -> bool:
+    """Give the job's lease back when the run's upgrade task failed for good (no retry left).
+
+    The lease outlives a failed attempt so that the run's own retry resumes at once and nobody else starts
+    on a half-done upgrade; once no retry is left, keeping it would only lock the job out for the rest of its
+    TTL (16 minutes with the job stopped, as measured before this existed). The next run takes the lease and
+    settles the record with the cluster (`rollback.settle`). Returns whether a lease was released."""
+    store = open_store(p)
+    lease = Lease(store, p["job_name"], holder)
+    current, etag = store.get(lease.key)
+    if current is None or current.get("holder") != holder or etag is None:
+        return False
+    with contextlib.suppress(Conflict):  # renewed or taken meanwhile: not ours to delete any more
+        store.delete(lease.key, etag)
+        return True
+    return False

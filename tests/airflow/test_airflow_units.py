@@ -163,3 +163,38 @@ def test_a_blocked_upgrade_says_it_is_repairable_and_goes_ahead_only_when_asked(
                                   {"mode": "upgrade", "repair_savepoint": True})
     assert repair_note("RESTORE_FAILS", check["repair"], "http://ui/r").startswith(
         "REPAIRABLE: RESTORE_FAILS as it is; the upgrade goes ahead from a repaired savepoint after approval")
+
+
+def test_a_huge_check_reaches_xcom_bounded_with_everything_the_gate_reads():
+    """A 5,000-operator job (3.7 MB of check before): XCom gets at most 256 KiB, and the alert, the policy
+    and the approval see the same operators at risk as from the whole check, which stays in the report."""
+    from flink_gate.alerts import build_alert
+    from flink_gate.gate import XCOM_CHECK_LIMIT, for_xcom
+
+    from upgrade_gate.gate import policy
+
+    subtasks = [{"index": i, "key_groups": [i, i], "keyed_from": [{"old_subtask": i, "key_groups": [i, i],
+                                                                   "bytes": 100}], "operator_state": {}, "bytes": 100}
+                for i in range(8)]
+    operators = [{"operator_id": f"{i:032x}", "name": f"map-{i}", "uid": f"u{i}", "state_bytes": 800,
+                  "lost_bytes": 800 if i % 1000 == 7 else 0, "state_names": ["count"],
+                  "rescale": {"old_parallelism": 8, "new_parallelism": 8, "subtasks": subtasks}} for i in range(5000)]
+    losses = [{"operator_id": o["operator_id"], "name": o["name"], "bytes": 800, "state_names": ["count"],
+               "reason": "no operator with this id in the new graph"} for o in operators if o["lost_bytes"]]
+    check = {"verdict": "STATE_LOSS", "operators": operators, "losses": losses, "remedies": [], "misrouted": [],
+             "migration": [{"node_id": i, "v2_id": f"{i:032x}"} for i in range(5000)]}
+    assert len(json.dumps(check)) > 3_000_000
+
+    lean = for_xcom(check, "/reports/huge/run/v-1/check.json")
+
+    assert len(json.dumps(lean)) <= XCOM_CHECK_LIMIT
+    assert lean["trimmed"]["operators"] == 5000 and lean["trimmed"]["full"].endswith("check.json")
+    assert lean["losses"] == losses and lean["verdict"] == "STATE_LOSS"
+    accepted = [o["uid"] for o in operators if o["lost_bytes"]]
+    for accept in (None, accepted):
+        assert policy.decide(lean, accept) == policy.decide(check, accept)
+    whole, bounded = (build_alert(c, job="huge", run_id="r", dag_id="d", savepoint="s3://sp", report_url="u")
+                      for c in (check, lean))
+    assert whole is not None and bounded is not None and bounded.operators == whole.operators
+    small = {"verdict": "SAFE", "operators": operators[:3], "losses": []}
+    assert for_xcom(small, "x") is small  # a check that fits goes as it is

@@ -20,12 +20,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 
@@ -419,3 +422,237 @@ def test_without_an_object_store_records_fall_back_to_a_local_directory_with_the
     with pytest.raises(LeaseHeld, match="dag/run-1"):
         Lease(store, "orders v2", "dag/run-2", ttl=60).acquire()
     Lease(store, "orders v2", "dag/run-1", ttl=60).acquire()  # the same run's retry takes it back
+
+
+def test_a_holder_paused_past_its_lease_fails_its_fence_and_its_own_heartbeat_never_does(tmp_path):
+    """The fencing step is a conditional write of the lease: a holder paused (no heartbeat either) while
+    another run took the lease finds out before its next acting call; the heartbeat and the fence write the
+    same lease concurrently without either mistaking the other for a takeover; and a run that failed for
+    good gives the lease back, and only its own."""
+    from flink_gate.upgrade_records import Lease, LeaseLost, open_store, release_after_final_failure
+
+    p = {"state_root": str(tmp_path), "job_name": "orders"}
+    store = open_store(p)
+    a = Lease(store, "orders", "dag/run-a", ttl=0.5).acquire()
+    a.fence()
+    time.sleep(0.8)  # "paused": a long GC pause, a frozen VM; its heartbeat was paused with it
+    b = Lease(store, "orders", "dag/run-b", ttl=60).acquire()
+    assert b.taken_over_from and b.taken_over_from["holder"] == "dag/run-a"
+    with pytest.raises(LeaseLost, match="taken by dag/run-b"):
+        a.fence()
+
+    c = Lease(store, "payments", "dag/run-c", ttl=3).acquire()
+    c.start_heartbeat()  # beats every second
+    deadline, fences = time.monotonic() + 3.5, 0
+    while time.monotonic() < deadline:
+        c.fence()
+        fences += 1
+    c.stop_heartbeat()
+    assert c.lost is None and fences > 100
+
+    assert not release_after_final_failure(p, "dag/run-a")  # run-b holds it: not run-a's to give back
+    assert release_after_final_failure(p, "dag/run-b")
+    assert store.get(b.key) == (None, None)
+    Lease(store, "orders", "dag/run-d", ttl=60).acquire()  # free at once, no TTL to wait out
+
+
+# ---- a holder paused past its lease (SIGSTOP), and the rolling DAG through failed reads -----------------
+PAUSED_HOLDER = """
+import json, sys
+sys.path[:0] = [{repo!r}, {plugins!r}]
+from flink_gate.rollback import run_upgrade
+p = json.loads(sys.argv[1])
+try:
+    run_upgrade(p, sys.argv[2])
+except Exception as exc:
+    print("HOLDER-A:", type(exc).__name__, exc, flush=True)
+    sys.exit(1)
+print("HOLDER-A: upgraded", flush=True)
+"""
+
+
+def _wait_for(what: str, predicate: Any, timeout: float, task: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if task is not None and task.poll() is not None:
+            raise AssertionError(f"{what}: the holder exited first: {task.stdout.read().decode()[-3000:]}")
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+# where holder A is paused: (before an acting call: A's last look at the cluster, answered 2 s late, so the test can
+# hold A's next lease write, the fencing write, and pause A right there | after it: the request was seen), and what
+# the run that takes over (B) finds of A's upgrade when it settles it
+PAUSES = {
+    "before-stop": (("GET", rf"^/jobs/{HEX}/savepoints/"), "not-started"),
+    "after-stop": (("POST", rf"^/jobs/{HEX}/stop$"), "rolled-back-verified"),
+    "before-run": (("GET", r"^/jobs/overview$"), "rolled-back-verified"),
+    "after-run": (("POST", r"^/jars/[^/]+/run"), "running-verified"),
+}
+
+
+@pytest.mark.parametrize("point", list(PAUSES))
+def test_a_holder_paused_past_its_lease_never_acts_again_and_one_copy_runs(lab, stack, point):
+    """Holder A is paused (SIGSTOP: a GC pause, a frozen VM) before or after an acting call of the upgrade. Its
+    lease expires; B takes it over, settles A's upgrade from the cluster with A's own ids, then upgrades from a
+    savepoint of its own. A resumes: its fencing write (or its next record write) loses, it sends nothing more
+    to the cluster, and it says so. Exactly one copy runs, B's, every counter continuing from B's savepoint.
+    Before fencing, A paused before its run POST started a second copy from the older savepoint."""
+    from flink_gate.rollback import run_upgrade
+    from flink_gate.upgrade_records import LeaseHeld
+
+    (method, regex), settled = PAUSES[point]
+    before = point.startswith("before")
+    old = _running(lab)
+    s3_port = urlparse(stack.s3.endpoint).port
+    with FaultProxy("127.0.0.1", s3_port) as s3_proxy:
+        a = lab.params(flink_job_id=old, lease_ttl_s=6, rest_timeout_s=30)
+        env = {**os.environ, "AIRFLOW_CONN_AWS_DEFAULT": stack.env["AIRFLOW_CONN_AWS_DEFAULT"].replace(
+            stack.s3.endpoint, s3_proxy.url)}
+        lab.proxy.clear()
+        seen = len(lab.proxy.log)
+        acted = lambda: any(e[0] == method and re.match(regex, e[1]) for e in lab.proxy.log[seen:])  # noqa: E731
+        look = lab.proxy.add_rule(regex, "delay", method=method, times=1, delay=2.0) if before else None
+        code = PAUSED_HOLDER.format(repo=str(REPO), plugins=str(REPO / "plugins"))
+        task = subprocess.Popen([sys.executable, "-c", code, json.dumps(a), str(lab.graphs["v2-compatible"])],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            if look is not None:
+                _wait_for(f"A never reached its look before {point}", lambda: look.hits >= 1, 120, task)
+                fence = s3_proxy.add_rule(r"/lease\.json$", "delay", method="PUT", times=1, delay=4.0)
+                _wait_for("A never wrote its lease after the look", lambda: fence.hits >= 1, 30, task)
+            else:
+                _wait_for(f"A never sent the request of {point}", acted, 120, task)
+            task.send_signal(signal.SIGSTOP)
+            paused_at = time.monotonic()
+            stale = lab.record()
+            assert stale["run"] == f"faults/{a['run_id']}", stale
+
+            b = lab.params()
+            deadline = time.monotonic() + 30
+            while True:  # B waits out A's lease (A cannot renew it: it is paused)
+                try:
+                    result = run_upgrade(b, str(lab.graphs["v2-compatible"]))
+                    break
+                except LeaseHeld:
+                    assert time.monotonic() < deadline, "A's lease never expired"
+                    time.sleep(1.0)
+            paused_for = time.monotonic() - paused_at
+            resumed = len(lab.proxy.log)
+        finally:
+            task.send_signal(signal.SIGCONT)
+        out, _ = task.communicate(timeout=180)
+    said = out.decode()
+    lab.proxy.clear()
+
+    # A sent nothing to the cluster after it resumed, and no job of A's ids runs
+    acting = [e for e in lab.proxy.log[resumed:] if e[0] in ("POST", "PATCH")]
+    assert not acting, (acting, said[-2000:])
+    record = lab.record()
+    previous = record["previous"]
+    if point == "before-run":
+        assert lab.direct.job_or_none(stale["new_job_id"]) is None, "A's new job reached the cluster"
+    assert task.returncode == 1 and "sent nothing more" in said and "UpgradeInterrupted" in said, said[-3000:]
+    assert paused_for > 6, paused_for  # A really was paused past its lease
+    # B settled A's upgrade with A's ids, then upgraded from its own stop
+    assert previous["run"] == f"faults/{a['run_id']}" and previous["state"] == settled, previous
+    assert record["run"] == f"faults/{b['run_id']}" and record["state"] == "running-verified", record
+    assert result["new_job_id"] == record["new_job_id"]
+    stops = [e for e in lab.proxy.log[seen:] if e[0] == "POST" and e[1] == f"/jobs/{old}/stop"]
+    assert len(stops) == 1, stops  # the old job was stopped once, by A's stop or by B's
+    assert_one_copy(lab, record["new_job_id"], record["savepoint"])
+    assert_state_continues(lab.output()[record["old_job_id"]], lab.wait_for_output(record["new_job_id"]))
+    lab.current = record["new_job_id"]
+
+
+def _rolling_conf(lab: Lab, timeout_s: int) -> dict[str, Any]:
+    return {"jobs": [{"job_name": JOB_NAME, "graph": str(lab.graphs["v2-compatible"]),
+                      "jar": str(lab.jars["v2-compatible"]), "rollback_jar": str(lab.jars["v2-compatible"])}],
+            "canary": 1, "batch_size": 1, "mode": "upgrade", "savepoint_root": lab.cluster.savepoint_uri,
+            "flink_version": "2.3", "timeout_s": timeout_s}
+
+
+def _after_the_stop(lab: Lab, seen: int, fail_for: float) -> threading.Thread:
+    """Once Flink got the stop POST: every savepoint-status read answers 503 for `fail_for` seconds."""
+    def run() -> None:
+        deadline = time.monotonic() + 300
+        while not any(e[0] == "POST" and e[1].endswith("/stop") for e in lab.proxy.log[seen:]):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+        lab.proxy.add_rule(rf"^/jobs/{HEX}/savepoints/", "status", method="GET", times=-1, status=503)
+        time.sleep(fail_for)
+        lab.proxy.clear()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_rolling_dag_rides_out_failed_savepoint_reads_after_flink_took_the_stop(lab, stack):
+    """12 s of failed savepoint-status reads right after Flink took the stop (it used to take 8 s to end the
+    rollout with the job stopped and its lease kept for 15 minutes): the step keeps asking within its
+    deadline and the real DAG run upgrades the job once, with its state."""
+    old = _running(lab)
+    lab.proxy.clear()
+    seen = len(lab.proxy.log)
+    env = {**stack.env, "AIRFLOW_CONN_FLINK_DEFAULT": _conn(lab.proxy.url),
+           "AIRFLOW_VAR_UPGRADE_GATE_STATE_ROOT": STATE_ROOT}
+    faults = _after_the_stop(lab, seen, fail_for=12.0)
+    state, tasks, output = dataclasses.replace(stack, env=env).dags_test("flink_rolling_upgrade",
+                                                                         _rolling_conf(lab, 120), timeout=600)
+    faults.join(timeout=60)
+    lab.proxy.clear()
+
+    failed_reads = [e for e in lab.proxy.log[seen:] if e[2] == "status"]
+    assert len(failed_reads) >= 3, lab.proxy.log[seen:]
+    assert state == "success", output[-3000:]
+    assert tasks == {"plan_waves": "success", "roll_out": "success", "outcome": "success"}, tasks
+    record = lab.record()
+    assert record["state"] == "running-verified" and record["old_job_id"] == old, record
+    assert_one_copy(lab, record["new_job_id"], record["savepoint"])
+    assert_state_continues(lab.output()[old], lab.wait_for_output(record["new_job_id"]))
+    lab.current = record["new_job_id"]
+
+
+def test_a_rolling_run_that_fails_for_good_gives_the_job_back_and_the_next_run_restores_one_copy(lab, stack):
+    """The cluster answers no savepoint-status read after it took the stop, through every retry of the
+    rollout: the run fails, saying where the job stands in words (never a bare timeout), and gives the job's
+    lease back on its last failure. The next run (no faults) takes the job at once, settles the interrupted
+    upgrade from the cluster (rolls the old version back from the stop's savepoint) and upgrades it: one copy,
+    every counter continuing."""
+    from flink_gate.upgrade_records import job_key
+
+    old = _running(lab)
+    lab.proxy.clear()
+    seen = len(lab.proxy.log)
+    env = {**stack.env, "AIRFLOW_CONN_FLINK_DEFAULT": _conn(lab.proxy.url),
+           "AIRFLOW_VAR_UPGRADE_GATE_STATE_ROOT": STATE_ROOT}
+    airflow = dataclasses.replace(stack, env=env)
+    faults = _after_the_stop(lab, seen, fail_for=400.0)
+    try:
+        state, tasks, output = airflow.dags_test("flink_rolling_upgrade", _rolling_conf(lab, 15), timeout=900)
+    finally:
+        lab.proxy.clear()
+    faults.join(timeout=1)
+    assert state == "failed" and tasks["roll_out"] == "failed", (tasks, output[-3000:])
+    assert "is stopped" in output or "may be stopping" in output, output[-4000:]
+    assert "a retry resumes" in output and "UpgradeInterrupted" in output, output[-4000:]
+    attempts = [e for e in lab.proxy.log[seen:] if e[0] == "POST" and e[1] == f"/jobs/{old}/stop"]
+    assert len(attempts) == 1, attempts  # the retries resumed the recorded stop; none sent another
+    interrupted = lab.record()
+    assert interrupted["state"] == "stopping" and lab.direct.job_status(old) == "FINISHED", interrupted
+    with pytest.raises(Exception, match=r"NoSuchKey|404|Not Found"):  # the failed run gave the lease back
+        lab.s3.get_object(Bucket=BUCKET, Key=f"gate/upgrades/{job_key(JOB_NAME)}/lease.json")
+
+    state, tasks, output = airflow.dags_test("flink_rolling_upgrade", _rolling_conf(lab, 120), timeout=600)
+
+    assert state == "success", output[-3000:]
+    record = lab.record()
+    previous = record["previous"]
+    assert previous["run"] == interrupted["run"] and previous["state"] == "rolled-back-verified", previous
+    assert record["state"] == "running-verified" and record["old_job_id"] == previous["rollback_job_id"]
+    assert_one_copy(lab, record["new_job_id"], record["savepoint"])
+    assert_state_continues(lab.output()[old], lab.wait_for_output(previous["rollback_job_id"]))
+    assert_state_continues(lab.output()[previous["rollback_job_id"]], lab.wait_for_output(record["new_job_id"]))
+    lab.current = record["new_job_id"]

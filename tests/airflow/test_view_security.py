@@ -34,7 +34,9 @@ store.publish("fleet-scan", run, {{"verdict": "BLOCK", "summary": {{"gate": "BLO
                                   "jobs": fleet_jobs}}, "<p>fleet</p>", {{"dag_id": "flink_fleet_scan"}})
 
 broken = store.publish("broken-job", "run1", {{"verdict": "SAFE"}}, "<p/>", {{}})
-(broken / "check.json").write_text("{{ half a file")  # a damaged disk: the view fails with a 500
+(broken / "check.json").write_text("{{ half a file")  # a damaged disk
+odd = store.publish("odd-job", "run1", {{"verdict": "SAFE"}}, "<p/>", {{}})
+(odd / "check.json").write_text(json.dumps({{"verdict": "SAFE", "operators": "<script>x</script>"}}))  # edited by hand
 
 from fastapi.testclient import TestClient
 from airflow.api_fastapi.app import create_app
@@ -54,7 +56,9 @@ for name, path, headers in [
         ("fleet_bad_params", f"/upgrade-gate/report/fleet-scan/{{run}}?sort=__class__&order=x&q=%3Cscript%3E", auth),
         ("missing_report", "/upgrade-gate/report/nope/nope", auth),
         ("missing_route", "/upgrade-gate/no/such/page", auth),
-        ("server_error", "/upgrade-gate/report/broken-job/run1", auth),
+        ("truncated_report", "/upgrade-gate/report/broken-job/run1", auth),
+        ("truncated_report_api", "/upgrade-gate/api/report/broken-job/run1", auth),
+        ("tampered_report", "/upgrade-gate/report/odd-job/run1", auth),
         ("unauthenticated", "/upgrade-gate/", {{}}),
         ("bad_token", "/upgrade-gate/", {{"Authorization": "Bearer not-a-jwt"}}),
 ]:
@@ -86,7 +90,8 @@ def test_every_view_response_carries_the_security_headers(stack, tmp_path):
     assert {k: v["status"] for k, v in out.items()} == {
         "index": 200, "report": 200, "report_html": 200, "api": 200, "fleet": 200, "fleet_filtered": 200,
         "fleet_bad_params": 200, "missing_report": 404, "missing_route": 404,
-        "server_error": 500, "unauthenticated": 401, "bad_token": 403}
+        "truncated_report": 422, "truncated_report_api": 422, "tampered_report": 422, "unauthenticated": 401,
+        "bad_token": 403}
     for name, resp in out.items():
         headers = {k.lower(): v for k, v in resp["headers"].items()}
         assert headers.get("x-frame-options") == "SAMEORIGIN", name
@@ -111,4 +116,11 @@ def test_every_view_response_carries_the_security_headers(stack, tmp_path):
     assert len(rows(out["fleet_bad_params"]["body"])) == 0 and "<script>" not in out["fleet_bad_params"]["body"]
     assert "core report" in out["report_html"]["body"]
     assert "Traceback" not in out["missing_report"]["body"]
-    assert out["server_error"]["body"] == "Internal Server Error"  # the traceback stays in the server log
+    # a stored report that cannot be shown: an explicit page naming it and what is wrong, never a bare 500
+    for name in ("truncated_report", "truncated_report_api", "tampered_report"):
+        body = out[name]["body"]
+        assert "Report cannot be shown" in body and "run1" in body and "Traceback" not in body, (name, body)
+        assert "<script>" not in body, body
+    assert "broken-job" in out["truncated_report"]["body"] and "not readable JSON" in out["truncated_report"]["body"]
+    tampered = out["tampered_report"]["body"]
+    assert "odd-job" in tampered and "operators&#39; is not a list of records" in tampered

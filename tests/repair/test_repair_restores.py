@@ -152,3 +152,10 @@ def test_repair_writes_the_bytes_flink_restored_and_never_touches_the_source(d: 
     assert _digests(d / "savepoint") == before
     recorded = _outcome(d)["repair"]["output"]  # the plan Flink's restore proved is the plan made again
     assert (doc["moves"], doc["drops"]) == (recorded["moves"], recorded["drops"])
+    progress = [line for line in res.stderr.splitlines() if line.startswith("repair: ")]
+    assert "Traceback" not in res.stderr
+    if "--max-parallelism" in _outcome(d)["repair"]["arguments"]:  # the slow part says what it finished
+        want = _outcome(d)["repair"]["arguments"]
+        to = want[want.index("--max-parallelism") + 1]
+        assert any("keyed entries and timers moved from max parallelism" in line and line.endswith(f" to {to}")
+                   for line in progress), progress

@@ -162,3 +162,18 @@ def test_on_s3_the_newest_complete_snapshot_is_read(s3_env: dict[str, str]) -> N
         assert metadata.source == f"{chk}/chk-3/_metadata", name
         assert [s.location for s in found.skipped] == [f"{chk}/chk-5", f"{chk}/chk-4"], name
 
+
+
+def test_the_fleet_jobs_read_a_job_folders_newest_complete_savepoint(half_written: Path) -> None:
+    """The Spark jobs' per-job readers (fleet scan, fleet gate, serializer scan) pass over a savepoint still
+    being written, as the CLI and the DAGs do: the job is gated on its complete one, not reported corrupt."""
+    from spark_jobs import fleet_gate, savepoint_scan, state_serializers
+
+    complete = str(half_written / OLD / "_metadata")
+    assert set(savepoint_scan.operator_columns("j", str(half_written), None)["metadata"]) == {complete}
+    rows = state_serializers.serializer_rows("j", str(half_written), None)
+    assert rows and {r["metadata"] for r in rows} == {complete} and not any(r["error"] for r in rows)
+    _, _, verdict = fleet_gate.gate_job({"job": "j", "spec": str(GRAPH), "savepoint": str(half_written),
+                                         "hasher": "v2", "matching": "fixed", "allow_non_restored_state": False,
+                                         "flink_version": "1.20", "old_spec": None}, None, None)
+    assert verdict["metadata"] == complete and not verdict.get("error") and verdict["verdict"] == "SAFE", verdict

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -360,10 +361,13 @@ def plan_repair(metadata: CheckpointMetadata, new: misrouting.GraphSide, *, old:
                 hasher: str = "v2", matching: str = "fixed", flink_version: str | FlinkVersion | None = None,
                 pointer: str | None = None, maps: tuple[str, ...] = (), drops: tuple[str, ...] = (),
                 max_parallelism: int | None = None, workdir: Path | None = None,
-                opener: Opener = local_opener, before: CheckResult | None = None) -> RepairPlan:
+                opener: Opener = local_opener, before: CheckResult | None = None,
+                rescale_progress: Callable[[str], None] | None = None) -> RepairPlan:
     """Plan the repair and check its result in memory. Nothing is written but, with `max_parallelism`, the
     rewritten keyed state files under `workdir` (the caller's scratch directory, required then). `before`: the
-    caller's own `check_upgrade` of the same savepoint and graph (a fleet check has it already)."""
+    caller's own `check_upgrade` of the same savepoint and graph (a fleet check has it already).
+    `rescale_progress`: one line per operator a max-parallelism rewrite finished (the slow part: ~10 CPU-s per
+    64 MB of keyed state, docs/performance.md)."""
     version = flink_version if isinstance(flink_version, FlinkVersion) else FlinkVersion.parse(flink_version)
     pointer = pointer or savepoint_pointer(metadata)
     options = {"hasher": hasher, "matching": matching, "flink_version": version, "pointer": pointer,
@@ -461,7 +465,7 @@ def plan_repair(metadata: CheckpointMetadata, new: misrouting.GraphSide, *, old:
         if target is not None and not refused:
             assert workdir is not None
             try:
-                rescaled = rescale(repaired, target, workdir, opener)
+                rescaled = rescale(repaired, target, workdir, opener, rescale_progress)
                 repaired = rescaled.metadata
             except UnsupportedKey as exc:
                 refused = (str(exc),)

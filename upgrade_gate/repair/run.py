@@ -9,6 +9,7 @@ removed (it is ours: `savepoint_writer` refused to write into anything that exis
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,8 @@ def repair_savepoint(metadata: CheckpointMetadata, new: GraphSide, *, destinatio
                      flink_version: str | FlinkVersion | None = None, maps: tuple[str, ...] = (),
                      drops: tuple[str, ...] = (), max_parallelism: int | None = None,
                      progress: Progress | None = None, client: Any | None = None,
-                     take_suggested: bool = False) -> RepairOutcome:
+                     take_suggested: bool = False, rescale_progress: Callable[[str], None] | None = None
+                     ) -> RepairOutcome:
     """Plan the repair; with a `destination`, write it there if the plan is repairable, then verify it. New state
     files (a max-parallelism rewrite) are made in a scratch directory that is removed before returning.
 
@@ -66,23 +68,24 @@ def repair_savepoint(metadata: CheckpointMetadata, new: GraphSide, *, destinatio
         savepoint_writer.check_destination(destination, source_dir_of(metadata), client)  # before any work
     with tempfile.TemporaryDirectory(prefix="upgrade-gate-repair-") as scratch:
         out = _repair(metadata, new, destination, old, hasher, matching, flink_version, maps, drops,
-                      max_parallelism, Path(scratch), progress, client)
+                      max_parallelism, Path(scratch), progress, client, rescale_progress)
         if take_suggested and max_parallelism is None and "--max-parallelism" in out.plan.suggested:
             wanted = int(out.plan.suggested[out.plan.suggested.index("--max-parallelism") + 1])
             out = _repair(metadata, new, destination, old, hasher, matching, flink_version, maps, drops, wanted,
-                          Path(scratch), progress, client)
+                          Path(scratch), progress, client, rescale_progress)
         return out
 
 
 def _repair(metadata: CheckpointMetadata, new: GraphSide, destination: str | None, old: GraphSide | None,
             hasher: str, matching: str, flink_version: str | FlinkVersion | None, maps: tuple[str, ...],
             drops: tuple[str, ...], max_parallelism: int | None, scratch: Path,
-            progress: Progress | None, client: Any | None) -> RepairOutcome:
+            progress: Progress | None, client: Any | None,
+            rescale_progress: Callable[[str], None] | None = None) -> RepairOutcome:
     version = flink_version if isinstance(flink_version, FlinkVersion) else FlinkVersion.parse(flink_version)
     pointer = savepoint_pointer(metadata)
     plan = plan_repair(metadata, new, old=old, hasher=hasher, matching=matching, flink_version=version,
                        pointer=pointer, maps=maps, drops=drops, max_parallelism=max_parallelism, workdir=scratch,
-                       opener=state_stream_opener(client))
+                       opener=state_stream_opener(client), rescale_progress=rescale_progress)
     if destination is None or not plan.repairable or plan.repaired is None:
         return RepairOutcome(plan)
     from upgrade_gate.flink.metadata.writer import serialize_metadata  # only a repair that writes needs it

@@ -91,8 +91,8 @@ class FlinkUpgradeGateOperator(BaseOperator):
                 self.log.error("Notifier %s could not deliver the alert: %s", type(notifier).__name__, exc)
         if summary.get("report_dir"):
             try:
-                ReportStore().update_meta(summary["job"], summary["report_run"], alert_sent=not failures,
-                                          alert_failures=failures)
+                ReportStore().update_meta(summary.get("report_job") or summary["job"], summary["report_run"],
+                                          alert_sent=not failures, alert_failures=failures)
             except OSError as exc:
                 self.log.warning("could not record the alert in the report: %s", exc)
         # skipped, not failed: the gate did its job; everything after it (approve, upgrade, verify) skips

@@ -22,7 +22,7 @@ from airflow.api_fastapi.core_api.security import requires_authenticated
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
-from flink_gate.reports import ReportEntry, ReportStore, safe_name
+from flink_gate.reports import ReportEntry, ReportStore, report_name
 from upgrade_gate.cli.report_html import render_fleet, render_page, render_report
 
 URL_PREFIX = "/upgrade-gate"
@@ -104,6 +104,38 @@ def _entry(job: str, run: str, version: str | None = None) -> ReportEntry:
     return entry
 
 
+class BadStoredReport(Exception):
+    """A stored report that cannot be read or shown (edited by hand, truncated, from a foreign tool)."""
+
+    def __init__(self, entry: ReportEntry, what: str) -> None:
+        super().__init__(what)
+        self.entry, self.what = entry, what
+
+
+@app.exception_handler(BadStoredReport)
+async def bad_stored_report(request: Request, exc: BadStoredReport) -> Response:
+    """An explicit page, not a bare 500: which report, and what is wrong with it (never its contents)."""
+    logging.getLogger(__name__).warning("upgrade-gate view: stored report %s/%s: %s", exc.entry.job, exc.entry.run,
+                                        exc.what)
+    page = render_page("bad_report.html.j2", job=exc.entry.job, run=exc.entry.run, what=exc.what, nav=_nav())
+    return HTMLResponse(page, status_code=422, headers=SECURITY_HEADERS)
+
+
+def _stored_check(entry: ReportEntry) -> dict[str, Any]:
+    """The report's check.json, or `BadStoredReport` saying what is wrong with it."""
+    try:
+        check = json.loads((entry.path / "check.json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise BadStoredReport(entry, f"check.json is not readable JSON ({type(exc).__name__})") from None
+    if not isinstance(check, dict) or not isinstance(check.get("verdict"), str):
+        raise BadStoredReport(entry, "check.json is not a gate check (no verdict)")
+    for key in ("operators", "losses", "remedies", "jobs"):
+        rows = check.get(key)
+        if rows is not None and not (isinstance(rows, list) and all(isinstance(r, dict) for r in rows)):
+            raise BadStoredReport(entry, f"check.json's {key!r} is not a list of records")
+    return check
+
+
 def _fleet_page(entry: ReportEntry, check: dict[str, Any], *, sort: str, order: str, verdict: str | None,
                 q: str | None, theme: str | None) -> HTMLResponse:
     """The fleet summary: every job of the scan, each linked to its own report of the same run."""
@@ -111,8 +143,8 @@ def _fleet_page(entry: ReportEntry, check: dict[str, Any], *, sort: str, order: 
     links = {}
     for r in rows:
         job = str(r.get("job", ""))
-        if _store().get(safe_name(job), entry.run) is not None:
-            links[job] = f"{URL_PREFIX}/report/{safe_name(job)}/{entry.run}"
+        if _store().get(report_name(job), entry.run) is not None:
+            links[job] = f"{URL_PREFIX}/report/{report_name(job)}/{entry.run}"
     return _html(render_fleet(
         check.get("summary") or {}, rows, links=links, sort=sort if sort in SORT_KEYS else "severity",
         order="asc" if order == "asc" else "desc", verdict=verdict or None, q=(q or "")[:100] or None,
@@ -124,11 +156,16 @@ def _fleet_page(entry: ReportEntry, check: dict[str, Any], *, sort: str, order: 
 def report(job: str, run: str, sort: str = "severity", order: str = "desc", verdict: str | None = None,
            q: str | None = None, theme: str | None = None) -> HTMLResponse:
     entry = _entry(job, run)
-    check = json.loads((entry.path / "check.json").read_text())
-    if job == FLEET_REPORT_JOB or "summary" in check:
-        return _fleet_page(entry, check, sort=sort, order=order, verdict=verdict, q=q, theme=theme)
-    return _html(render_report(check, check.get("graphs"), meta={**entry.meta, "run_id": entry.meta.get("run_id", run)},
-                               nav=_nav(job, run, entry.version), theme=_theme(theme)))
+    check = _stored_check(entry)
+    try:
+        if job == FLEET_REPORT_JOB or "summary" in check:
+            return _fleet_page(entry, check, sort=sort, order=order, verdict=verdict, q=q, theme=theme)
+        return _html(render_report(check, check.get("graphs"),
+                                   meta={**entry.meta, "run_id": entry.meta.get("run_id", run)},
+                                   nav=_nav(job, run, entry.version), theme=_theme(theme)))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BadStoredReport(entry, f"check.json lacks what the page shows ({type(exc).__name__}: "
+                              f"{str(exc)[:120]})") from None
 
 
 @app.get("/report/{job}/{run}/report.html", response_class=HTMLResponse)
@@ -143,4 +180,4 @@ def api_reports() -> JSONResponse:
 
 @app.get("/api/report/{job}/{run}")
 def api_report(job: str, run: str) -> JSONResponse:
-    return JSONResponse(json.loads((_entry(job, run).path / "check.json").read_text()))
+    return JSONResponse(_stored_check(_entry(job, run)))

@@ -65,6 +65,10 @@ def _progress(files: int, total_files: int, done: int, total: int) -> None:
           file=sys.stderr, flush=True)
 
 
+def _rescale_progress(line: str) -> None:
+    print(f"repair: {line}", file=sys.stderr, flush=True)
+
+
 def command_line(args: argparse.Namespace, suggested: tuple[str, ...] = ()) -> str:
     """The repair command a user runs next: the same inputs, the options the plan found missing, and an output
     to fill in when none was given."""
@@ -182,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         out = repair_savepoint(metadata, new, destination=args.output, old=old, hasher=args.hasher,
                                matching=args.matching, flink_version=args.flink_version,
                                maps=tuple(args.maps), drops=tuple(args.drops), max_parallelism=args.max_parallelism,
-                               progress=_progress)
+                               progress=_progress, rescale_progress=_rescale_progress)
     if args.format == "json":
         doc: dict[str, Any] = {"savepoint": metadata.source, "graph": args.graph, **out.to_json(),
                                "command": command_line(args) if out.plan.repairable else None}
