@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 from flink_bridge.dist import REPO_ROOT, WORK_DIR, ensure_flink, release_of
-from flink_bridge.generate_restores import run_sql_java
+from flink_bridge.generate_restores import _local, run_sql_java
 from flink_bridge.jvm import flink_conf_dir, java_command
 from flink_bridge.sql_scenarios import SQL_SCENARIOS
 
@@ -75,10 +75,6 @@ def run_java(version: str, stage: Path, scenarios: list[str], cross: tuple[str, 
     if proc.returncode != 0:
         raise RuntimeError(f"repairs (Flink {release_of(version)}) exited {proc.returncode}:\n{proc.stderr[-4000:]}")
     return lines
-
-
-def _local(pointer: str) -> Path:
-    return Path(pointer.removeprefix("file://").removeprefix("file:"))
 
 
 def keep(release: str, stage: Path, scenarios: list[str], out: Path) -> list[Path]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -230,7 +229,9 @@ def _delete_after_tasks_stop(spark: Any, client: Any, prefixes: list[tuple[str, 
     tracker = spark.sparkContext.statusTracker()
     while tracker.getActiveStageIds() and time.monotonic() < deadline:
         time.sleep(0.2)
-    quiet_for = _seconds(spark.conf.get("spark.python.task.killTimeout", "2s")) + 1.0
+    # Spark's own parser of its time settings ("2s", "500ms", "1min")
+    kill_ms = spark.sparkContext._jsc.sc().conf().getTimeAsMs("spark.python.task.killTimeout", "2s")
+    quiet_for = kill_ms / 1000 + 1.0
     quiet_since = time.monotonic()
     while True:
         found = False
@@ -245,15 +246,6 @@ def _delete_after_tasks_stop(spark: Any, client: Any, prefixes: list[tuple[str, 
         if now - quiet_since >= quiet_for or now >= deadline:
             return
         time.sleep(0.25)
-
-
-def _seconds(value: str) -> float:
-    """A Spark time setting ("2s", "500ms", "1min", "3") in seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)?\s*", value or "")
-    if not m:
-        return 2.0
-    scale = {"ms": 0.001, "s": 1.0, None: 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}[m.group(2)]
-    return float(m.group(1)) * scale
 
 
 def _write_s3(rows: TaggedRows, locs: dict[str, common.Location], overwrite: bool,
