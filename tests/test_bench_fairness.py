@@ -182,3 +182,22 @@ def test_compare_uses_one_statistic_and_alternates() -> None:
     collapsed = [x for i, x in enumerate(timed) if i == 0 or timed[i - 1] != x]
     # ours | flink flink | ours ours | flink flink | ours
     assert collapsed == ["ours", "flink", "ours", "flink", "ours"]
+
+
+def test_check_cost_benchmark_times_whole_processes_alternated(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench_check` (a check's own CPU, no Flink side): every case is a whole process timed by its CPU, the cases
+    alternate run by run, the same statistic for all, the floor beside them, the load recorded."""
+    from bench import bench_check
+
+    record = tmp_path / "check.jsonl"
+    assert bench_check.main(["--runs", "2", "--record", str(record)]) == 0
+    r = json.loads(record.read_text().splitlines()[-1])
+    assert r["statistic"] == "median of per-run process CPU (user+sys)" and r["runs"] == 2
+    assert len(r["loadavg_before"]) == 3 and len(r["loadavg_after"]) == 3
+    cases = r["cases"]
+    assert set(cases) == set(bench_check.cases())
+    floor, check = cases["python -c pass (floor)"]["median_s"], cases["check --format json"]["median_s"]
+    assert 0 < floor < check  # a check does real work beyond the interpreter's start
+    out = capsys.readouterr().out
+    assert "median, min-max of 2 runs" in out and f"<= {bench_check.GOAL_CPU_S} CPU-s" in out

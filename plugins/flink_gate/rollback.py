@@ -43,7 +43,7 @@ from flink_gate.steps import (
     stop_and_find_savepoint,
     verify_upgrade,
 )
-from flink_gate.upgrade_records import TERMINAL_STATES, LeaseLost, UpgradeRecord
+from flink_gate.upgrade_records import TERMINAL_STATES, LeaseLost, LeaseSlow, StoreUnavailable, UpgradeRecord
 
 ROLLBACK_KEYS = ("rollback_jar", "rollback_jar_id", "rollback_main_class")
 PLAN_KEYS = ("jar", "main_class", "flink_jar_id", "parallelism", "allow_non_restored_state", "savepoint_target_dir",
@@ -145,12 +145,14 @@ def begin(p: dict[str, Any], record: UpgradeRecord, lease: Any, holder: str) -> 
         record.save(taken_over_by=holder, stale_ids=sorted(set(stale)))
         settle(p, record, lease)
     stale = [j for j in stale if j != live_job(record)]  # a copy the settling verified is the job, not stale
-    cancel_stale_copies(p, record, stale, lease)
+    cancelled = cancel_stale_copies(p, record, stale, lease)
     previous = {k: record.get(k) for k in ("run", "state", "savepoint", "new_job_id", "rollback_job_id")
                 if record.get(k) is not None}
     record.doc = {"previous": previous} if previous else {}
     if stale:
         record.doc["stale_ids"] = sorted(set(stale))
+    if cancelled:
+        record.doc["stale_cancelled"] = cancelled  # the report of this run says which copy it stopped
     record.save(state="planned", run=holder, plan={k: p.get(k) for k in PLAN_KEYS if p.get(k) is not None})
 
 
@@ -216,10 +218,11 @@ def settle(p: dict[str, Any], record: UpgradeRecord, lease: Any) -> None:
         if job is not None and job.get("state") in ("CREATED", "INITIALIZING", "RUNNING"):  # started: verify it
             try:
                 verified = verify_restored(q, record["new_job_id"], restore_point(record))
+            except (FlinkRestError, RuntimeError):
+                verified = None  # did not restore: roll back below
+            if verified is not None:
                 record.save(state="running-verified", verified=verified, outcome="finished by a later run")
                 return
-            except (FlinkRestError, RuntimeError):
-                pass
     roll_back(q, record, reason=f"abandoned by {record.get('run')} in state {record.state}", lease=lease)
 
 
@@ -254,8 +257,8 @@ def upgrade_with_rollback(p: dict[str, Any], record: UpgradeRecord, graph_path: 
     except NeedsOperator as exc:
         record.save(state="needs-operator", outcome=str(exc)[:2000])
         raise
-    except (LeaseLost, FlinkRestUnknown):
-        raise  # nothing is decided on an unknown outcome: a retry resumes from the record
+    except (LeaseLost, LeaseSlow, StoreUnavailable, FlinkRestUnknown):
+        raise  # nothing is decided on an unknown outcome or an unreachable store: a retry resumes from the record
     except Exception as exc:
         if record.state not in ("stopped", "starting"):
             raise  # the old job was never stopped: nothing to roll back

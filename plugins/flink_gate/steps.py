@@ -352,6 +352,13 @@ def stop_and_find_savepoint(hook: FlinkRestHook, p: dict[str, Any], record: Upgr
                     return str(op["location"])
                 cause = ((op.get("failure-cause") or {}).get("stack-trace") or "").strip()
                 reason = cause.splitlines()[0] if cause else "no location and no cause reported"
+                if found:
+                    # our stop failed because the job had already finished with a savepoint: a stop a holder sent
+                    # before it lost its lease, delivered late, got there first (Flink: "could not find Flink
+                    # job"); that savepoint is the job's final state
+                    hook.log.warning("stop %s of job %s failed (%s); the job finished with savepoint %s: using it",
+                                     trigger, old, reason, found)
+                    return found
                 if job is not None and job.get("state") in ACTIVE:
                     raise UpgradeNotStarted(f"{record.job_name}: stop-with-savepoint of job {old} failed ({reason}); "
                                             "the old job was not stopped and still runs")
@@ -400,14 +407,16 @@ def stop_and_find_savepoint(hook: FlinkRestHook, p: dict[str, Any], record: Upgr
 def _look_at_stop(hook: FlinkRestHook, old: str, trigger: str
                   ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
     """One look at a stop in flight: the trigger's status, the old job, and (once it FINISHED without a
-    trigger Flink still knows) the savepoint its checkpoint statistics name. Raises `FlinkRestUnknown` when the
+    savepoint of this trigger: Flink forgot the trigger, or the stop failed because another stop got there first)
+    the savepoint its checkpoint statistics name. Raises `FlinkRestUnknown` when the
     cluster does not answer, so the caller asks again rather than deciding on half a look."""
     status = hook.savepoint_status_or_none(old, trigger)
     completed = status is not None and status.get("status", {}).get("id") == "COMPLETED"
     if status is not None and (not completed or (status.get("operation") or {}).get("location")):
         return status, None, None
+    # no such trigger, or it failed: if the job FINISHED, something else stopped it with a savepoint
     job = hook.job_or_none(old)
-    found = hook.last_savepoint(old) if status is None and job is not None and job.get("state") == "FINISHED" else None
+    found = hook.last_savepoint(old) if job is not None and job.get("state") == "FINISHED" else None
     return status, job, found
 
 

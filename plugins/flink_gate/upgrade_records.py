@@ -71,6 +71,20 @@ class LeaseLost(RuntimeError):
     """Our lease was taken over (it had expired): stop before touching the job again."""
 
 
+class StoreUnavailable(RuntimeError):
+    """The object store did not answer (after the client's own retries): nothing is decided on it; the task
+    fails saying where the job stands, and its retry resumes from the record."""
+
+
+class LeaseSlow(RuntimeError):
+    """The store answered the fencing write too late to prove the lease is still ours (a retry resumes)."""
+
+
+# a fencing write must come back within this fraction of the lease's TTL to count (see `Lease.fence`)
+FENCE_FRESH = 0.5
+FENCE_ATTEMPTS = 3
+
+
 def now() -> float:
     return time.time()
 
@@ -114,11 +128,16 @@ class S3Store(Store):
     def get(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
         try:
             resp = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            body = resp["Body"].read()
         except Exception as exc:
             if _code(exc) in ("NoSuchKey", "404", "NotFound"):
                 return None, None
-            raise
-        return json.loads(resp["Body"].read()), str(resp["ETag"])
+            raise self._unavailable(key, exc) from exc
+        return json.loads(body), str(resp["ETag"])
+
+    def _unavailable(self, key: str, exc: Exception) -> StoreUnavailable:
+        return StoreUnavailable(f"the object store did not answer for {self.describe(key)} "
+                                f"({type(exc).__name__}: {str(exc)[:300]})")
 
     def put(self, key: str, doc: dict[str, Any], etag: str | None) -> str:
         cond = {"IfNoneMatch": "*"} if etag is None else {"IfMatch": etag}
@@ -132,7 +151,7 @@ class S3Store(Store):
                 if current is not None and current.get("write_id") == doc.get("write_id"):
                     return str(current_etag)  # our own write, retried by the SDK after a lost answer
                 raise Conflict(f"{self.describe(key)} changed since it was read") from exc
-            raise
+            raise self._unavailable(key, exc) from exc
         return str(resp["ETag"])
 
     def delete(self, key: str, etag: str) -> None:
@@ -142,7 +161,7 @@ class S3Store(Store):
             if _code(exc) in ("PreconditionFailed", "412"):
                 raise Conflict(f"{self.describe(key)} changed since it was read") from exc
             if _code(exc) not in ("NoSuchKey", "404"):
-                raise
+                raise self._unavailable(key, exc) from exc
 
 
 class LocalStore(Store):
@@ -358,8 +377,20 @@ class Lease:
         """The fencing step, called immediately before every request that acts on the cluster: a
         conditional write of the lease. It fails (`LeaseLost`) if another run took the lease since our last
         write, however long this process was paused in between; the heartbeat cannot tell a paused
-        holder, because it was paused too."""
-        self.renew()
+        holder, because it was paused too.
+
+        A write that succeeded proves the lease was ours when the store applied it, and for `ttl` after we
+        built it. If the answer took long to come back (the holder was paused while the write was in flight,
+        or the store was slow), that time may have run out and another run may hold the lease now: so such a
+        write proves nothing and is made again, and a takeover makes the second write lose."""
+        for _ in range(FENCE_ATTEMPTS):
+            started = time.monotonic()
+            self.renew()
+            if time.monotonic() - started < self.ttl * FENCE_FRESH:
+                return
+        raise LeaseSlow(f"the upgrade lease of {self.job_name!r} ({self.store.describe(self.key)}): {FENCE_ATTEMPTS} "
+                        f"fencing writes in a row each took more than {self.ttl * FENCE_FRESH:.0f}s; this run sent "
+                        "nothing to the cluster, since it cannot be sure it still holds the lease")
 
     def start_heartbeat(self) -> None:
         def beat() -> None:

@@ -17,6 +17,7 @@ reported outcome ("upgraded" or "rolled back") is what happened on the cluster.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -113,6 +115,20 @@ class Lab:
         return json.loads(body.read())
 
 
+@contextlib.contextmanager
+def _connection(name: str, value: str) -> Iterator[None]:
+    """An Airflow connection in this process's environment for the block (the product reads it by id)."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
 def _conn(url: str) -> str:
     host, port = url.removeprefix("http://").split(":")
     return json.dumps({"conn_type": "http", "host": host, "port": int(port), "schema": "http"})
@@ -129,7 +145,9 @@ def lab(stack):
         import shutil
 
         shutil.rmtree(workdir)
-    cluster = FlinkCluster(workdir).start()
+    # room for two copies of the job (2 slots each): a second copy must be able to run, or the tests could
+    # never see one
+    cluster = FlinkCluster(workdir, extra_config={"taskmanager.numberOfTaskSlots": 4}).start()
     port = int(cluster.rest_url.rsplit(":", 1)[1])
     proxy = FaultProxy("127.0.0.1", port)
     saved = {k: os.environ.get(k) for k in ("AIRFLOW_CONN_FLINK_DEFAULT", "AIRFLOW_CONN_FLINK_DIRECT",
@@ -173,7 +191,12 @@ def assert_state_continues(before: JobOutput, after: JobOutput) -> None:
 
 
 def assert_one_copy(lab: Lab, job_id: str, savepoint: str) -> None:
-    """Exactly one copy of the job is active, it is `job_id`, RUNNING, restored from `savepoint`."""
+    """Exactly one copy of the job is active, it is `job_id`, RUNNING, restored from `savepoint`; and the run that
+    ended gave the job's lease back (the next run may start at once)."""
+    from flink_gate.upgrade_records import job_key
+
+    with pytest.raises(Exception, match=r"NoSuchKey|404|Not Found"):
+        lab.s3.head_object(Bucket=BUCKET, Key=f"gate/upgrades/{job_key(JOB_NAME)}/lease.json")
     active = lab.active()
     assert [j["jid"] for j in active] == [job_id], active
     assert active[0]["state"] == "RUNNING"
@@ -456,18 +479,71 @@ def test_a_holder_paused_past_its_lease_fails_its_fence_and_its_own_heartbeat_ne
     Lease(store, "orders", "dag/run-d", ttl=60).acquire()  # free at once, no TTL to wait out
 
 
+def test_a_fencing_write_answered_after_the_lease_ran_out_proves_nothing(stack):
+    """The store applied holder A's fencing write at once, but A learnt it only after its lease's TTL (A was
+    paused while the answer was on its way back, or the network back was slow); meanwhile B took the expired
+    lease. A success that arrives that late proves nothing: the fence writes again and loses. A slow answer
+    with nobody taking over is written again too, and holds. (Real SeaweedFS; the late answer is made by the
+    fault proxy in front of it.)"""
+    from flink_gate.upgrade_records import Lease, LeaseLost, open_store
+
+    s3_port = urlparse(stack.s3.endpoint).port
+    with FaultProxy("127.0.0.1", s3_port) as s3_proxy, \
+            _connection("AIRFLOW_CONN_AWS_LATE", stack.env["AIRFLOW_CONN_AWS_DEFAULT"].replace(stack.s3.endpoint,
+                                                                                              s3_proxy.url)), \
+            _connection("AIRFLOW_CONN_AWS_FENCE_DIRECT", stack.env["AIRFLOW_CONN_AWS_DEFAULT"]):
+        with contextlib.suppress(Exception):  # the bucket survives from another test of the session
+            stack.s3.client().create_bucket(Bucket=BUCKET)
+        root = f"s3://{BUCKET}/fence-{time.time_ns()}/"
+        store_a = open_store({"state_root": root, "aws_conn_id": "aws_late"})
+        store_b = open_store({"state_root": root, "aws_conn_id": "aws_fence_direct"})
+        a = Lease(store_a, "orders", "dag/run-a", ttl=2).acquire()
+        late = s3_proxy.add_rule(r"/lease\.json$", "late_response", method="PUT", times=1, delay=3.0)
+        taken: dict[str, Lease] = {}
+
+        def b_takes_over() -> None:
+            _wait_for("A never sent its fencing write", lambda: late.hits >= 1, 10)
+            time.sleep(2.3)  # A's lease (2 s from its write) has run out: B may take it
+            taken["b"] = Lease(store_b, "orders", "dag/run-b", ttl=60).acquire()
+
+        thread = threading.Thread(target=b_takes_over, daemon=True)
+        thread.start()
+        with pytest.raises(LeaseLost, match="taken by dag/run-b"):
+            a.fence()
+        thread.join(timeout=10)
+        assert taken["b"].taken_over_from and taken["b"].taken_over_from["holder"] == "dag/run-a"
+
+        c = Lease(store_a, "payments", "dag/run-c", ttl=2).acquire()
+        seen = len(s3_proxy.log)
+        s3_proxy.add_rule(r"/lease\.json$", "late_response", method="PUT", times=1, delay=1.5)
+        c.fence()  # answered late, nobody took it: written again, holds
+        puts = [e for e in s3_proxy.log[seen:] if e[0] == "PUT" and e[1].endswith("/lease.json")]
+        assert len(puts) == 2 and c.lost is None, puts
+        c.release()
+
+
 # ---- a holder paused past its lease (SIGSTOP), and the rolling DAG through failed reads -----------------
 PAUSED_HOLDER = """
-import json, sys
+import json, sys, time
 sys.path[:0] = [{repo!r}, {plugins!r}]
-from flink_gate.rollback import run_upgrade
-p = json.loads(sys.argv[1])
+from flink_gate.rollback import UpgradeInterrupted, begin, roll_back, run_upgrade, verify_restored
+from flink_gate.steps import holder_of, perform_upgrade
+from flink_gate.upgrade_records import exclusive
+p, graph, driver = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 try:
-    run_upgrade(p, sys.argv[2])
+    if driver == "upgrade":
+        run_upgrade(p, graph)
+    else:  # the upgrade succeeds, then it is rolled back (an operator's decision), as the DAG's rollback does
+        with exclusive(p, holder_of(p)) as (record, lease):
+            begin(p, record, lease, holder_of(p))
+            up = perform_upgrade(p, record, graph, lease)
+            verify_restored(p, up["new_job_id"], up["savepoint"])
+            time.sleep(3)  # the test's cue: the next look at the new job is the rollback's
+            roll_back(p, record, "rolled back by the operator", lease)
 except Exception as exc:
     print("HOLDER-A:", type(exc).__name__, exc, flush=True)
     sys.exit(1)
-print("HOLDER-A: upgraded", flush=True)
+print("HOLDER-A: done", flush=True)
 """
 
 
@@ -480,49 +556,76 @@ def _wait_for(what: str, predicate: Any, timeout: float, task: subprocess.Popen[
         time.sleep(0.05)
 
 
-# where holder A is paused: (before an acting call: A's last look at the cluster, answered 2 s late, so the test can
-# hold A's next lease write, the fencing write, and pause A right there | after it: the request was seen), and what
-# the run that takes over (B) finds of A's upgrade when it settles it
+# Where holder A is paused, point by point of the upgrade state machine (steps.perform_upgrade, rollback.roll_back):
+#   ("look", method, regex, after): before an acting call. A's last look before it is answered 2 s late, so the
+#       test can hold A's next lease write (the fencing write) and pause A right there. `after`: a request that
+#       must have been seen first, so that the look caught is the right one ("{new}": A's new job id).
+#   ("act", method, regex, n): after an acting call: A's n-th such request was seen by the cluster.
+# The driver ("upgrade": the upgrade task's body; "roll-back": an upgrade, then an operator's rollback), A's
+# target jar, and the state the run that takes over (B) brings A's upgrade to when it settles it.
+RUN = r"^/jars/[^/]+/run"
 PAUSES = {
-    "before-stop": (("GET", rf"^/jobs/{HEX}/savepoints/"), "not-started"),
-    "after-stop": (("POST", rf"^/jobs/{HEX}/stop$"), "rolled-back-verified"),
-    "before-run": (("GET", r"^/jobs/overview$"), "rolled-back-verified"),
-    "after-run": (("POST", r"^/jars/[^/]+/run"), "running-verified"),
+    "before-stop": ("upgrade", "v2-compatible", ("look", "GET", rf"^/jobs/{HEX}/savepoints/", None), "not-started"),
+    "after-stop": ("upgrade", "v2-compatible", ("act", "POST", rf"^/jobs/{HEX}/stop$", 1), "rolled-back-verified"),
+    "before-run": ("upgrade", "v2-compatible", ("look", "GET", r"^/jobs/overview$", None), "rolled-back-verified"),
+    "after-run": ("upgrade", "v2-compatible", ("act", "POST", RUN, 1), "running-verified"),
+    "before-rollback-cancel": ("roll-back", "v2-compatible",
+                               ("look", "GET", "^/jobs/{new}$", ("GET", "^/jobs/{new}/checkpoints")),
+                               "rolled-back-verified"),
+    "after-rollback-cancel": ("roll-back", "v2-compatible", ("act", "PATCH", rf"^/jobs/{HEX}(\?|$)", 1),
+                              "rolled-back-verified"),
+    "before-rollback-run": ("upgrade", "v2-restore-crash", ("look", "GET", r"^/jobs/overview$", ("POST", RUN)),
+                            "rolled-back-verified"),
+    "after-rollback-run": ("upgrade", "v2-restore-crash", ("act", "POST", RUN, 2), "rolled-back-verified"),
 }
+PAUSES_BOUNDED = ("before-run", "after-run", "before-rollback-cancel", "after-rollback-run")
+PAUSE_POINTS = list(PAUSES) if FULL else list(PAUSES_BOUNDED)
 
 
-@pytest.mark.parametrize("point", list(PAUSES))
+@pytest.mark.parametrize("point", PAUSE_POINTS)
 def test_a_holder_paused_past_its_lease_never_acts_again_and_one_copy_runs(lab, stack, point):
-    """Holder A is paused (SIGSTOP: a GC pause, a frozen VM) before or after an acting call of the upgrade. Its
-    lease expires; B takes it over, settles A's upgrade from the cluster with A's own ids, then upgrades from a
-    savepoint of its own. A resumes: its fencing write (or its next record write) loses, it sends nothing more
-    to the cluster, and it says so. Exactly one copy runs, B's, every counter continuing from B's savepoint.
-    Before fencing, A paused before its run POST started a second copy from the older savepoint."""
+    """Holder A is paused (SIGSTOP: a GC pause, a frozen VM) before or after an acting call of the upgrade or of
+    its rollback. Its lease expires; B takes it over, settles A's upgrade from the cluster with A's own ids, then
+    upgrades from a savepoint of its own. A resumes: its fencing write (or its next record write) loses, it sends
+    nothing more to the cluster, and it says so. Exactly one copy runs, B's, every counter continuing. Before
+    fencing, A paused before its run POST started a second copy from the older savepoint.
+
+    A's object-store client waits out the whole pause for an answer (`UPGRADE_GATE_S3_TIMEOUT`), so a fencing
+    write answered while A was paused is read as a success when A resumes: the fence must see that it came back
+    too late to prove anything (`Lease.fence`)."""
     from flink_gate.rollback import run_upgrade
     from flink_gate.upgrade_records import LeaseHeld
 
-    (method, regex), settled = PAUSES[point]
-    before = point.startswith("before")
+    driver, target, (how, method, regex, cue), settled = PAUSES[point]
     old = _running(lab)
     s3_port = urlparse(stack.s3.endpoint).port
     with FaultProxy("127.0.0.1", s3_port) as s3_proxy:
-        a = lab.params(flink_job_id=old, lease_ttl_s=6, rest_timeout_s=30)
-        env = {**os.environ, "AIRFLOW_CONN_AWS_DEFAULT": stack.env["AIRFLOW_CONN_AWS_DEFAULT"].replace(
-            stack.s3.endpoint, s3_proxy.url)}
+        a = lab.params(target, flink_job_id=old, lease_ttl_s=6, rest_timeout_s=30)
+        env = {**os.environ, "UPGRADE_GATE_S3_TIMEOUT": "600",
+               "AIRFLOW_CONN_AWS_DEFAULT": stack.env["AIRFLOW_CONN_AWS_DEFAULT"].replace(stack.s3.endpoint,
+                                                                                        s3_proxy.url)}
         lab.proxy.clear()
         seen = len(lab.proxy.log)
-        acted = lambda: any(e[0] == method and re.match(regex, e[1]) for e in lab.proxy.log[seen:])  # noqa: E731
-        look = lab.proxy.add_rule(regex, "delay", method=method, times=1, delay=2.0) if before else None
+
+        def count(m: str, rx: str) -> int:
+            return sum(1 for e in lab.proxy.log[seen:] if e[0] == m and re.match(rx, e[1]))
+
+        def new_job(rx: str) -> str:
+            return rx.replace("{new}", lab.record().get("new_job_id") or "-") if "{new}" in rx else rx
+
         code = PAUSED_HOLDER.format(repo=str(REPO), plugins=str(REPO / "plugins"))
-        task = subprocess.Popen([sys.executable, "-c", code, json.dumps(a), str(lab.graphs["v2-compatible"])],
+        task = subprocess.Popen([sys.executable, "-c", code, json.dumps(a), str(lab.graphs[target]), driver],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
-            if look is not None:
+            if how == "look":
+                if cue is not None:
+                    _wait_for(f"A never sent {cue}", lambda: count(cue[0], new_job(cue[1])) >= 1, 120, task)
+                look = lab.proxy.add_rule(new_job(regex), "delay", method=method, times=1, delay=2.0)
                 _wait_for(f"A never reached its look before {point}", lambda: look.hits >= 1, 120, task)
                 fence = s3_proxy.add_rule(r"/lease\.json$", "delay", method="PUT", times=1, delay=4.0)
                 _wait_for("A never wrote its lease after the look", lambda: fence.hits >= 1, 30, task)
             else:
-                _wait_for(f"A never sent the request of {point}", acted, 120, task)
+                _wait_for(f"A never sent the request of {point}", lambda: count(method, regex) >= cue, 180, task)
             task.send_signal(signal.SIGSTOP)
             paused_at = time.monotonic()
             stale = lab.record()
@@ -552,7 +655,11 @@ def test_a_holder_paused_past_its_lease_never_acts_again_and_one_copy_runs(lab, 
     previous = record["previous"]
     if point == "before-run":
         assert lab.direct.job_or_none(stale["new_job_id"]) is None, "A's new job reached the cluster"
-    assert task.returncode == 1 and "sent nothing more" in said and "UpgradeInterrupted" in said, said[-3000:]
+    assert task.returncode == 1, said[-3000:]
+    if driver == "upgrade":
+        assert "sent nothing more" in said and "UpgradeInterrupted" in said, said[-3000:]
+    else:  # the rollback's own fencing write, or its next record write, lost
+        assert re.search(r"HOLDER-A: (LeaseLost|Conflict)", said), said[-3000:]
     assert paused_for > 6, paused_for  # A really was paused past its lease
     # B settled A's upgrade with A's ids, then upgraded from its own stop
     assert previous["run"] == f"faults/{a['run_id']}" and previous["state"] == settled, previous
@@ -561,13 +668,221 @@ def test_a_holder_paused_past_its_lease_never_acts_again_and_one_copy_runs(lab, 
     stops = [e for e in lab.proxy.log[seen:] if e[0] == "POST" and e[1] == f"/jobs/{old}/stop"]
     assert len(stops) == 1, stops  # the old job was stopped once, by A's stop or by B's
     assert_one_copy(lab, record["new_job_id"], record["savepoint"])
+    if previous.get("rollback_job_id"):  # the old version came back from A's savepoint, then B upgraded it
+        assert record["old_job_id"] == previous["rollback_job_id"]
+        assert_state_continues(lab.output()[old], lab.wait_for_output(previous["rollback_job_id"]))
     assert_state_continues(lab.output()[record["old_job_id"]], lab.wait_for_output(record["new_job_id"]))
     lab.current = record["new_job_id"]
 
 
-def _rolling_conf(lab: Lab, timeout_s: int) -> dict[str, Any]:
-    return {"jobs": [{"job_name": JOB_NAME, "graph": str(lab.graphs["v2-compatible"]),
-                      "jar": str(lab.jars["v2-compatible"]), "rollback_jar": str(lab.jars["v2-compatible"])}],
+# ---- what fencing cannot exclude, cleaned up: a late run request, a late stop ---------------------------
+def _savepoint_of(lab: Lab, job_id: str) -> str:
+    """A savepoint of the running job, taken straight from the cluster (not through the product)."""
+    trigger = lab.direct.trigger_savepoint(job_id, f"{lab.cluster.savepoint_uri}/{JOB_NAME}")
+    return lab.direct.wait_for_savepoint(job_id, trigger, timeout=120)
+
+
+def test_a_copy_started_by_a_late_run_request_is_cancelled_by_the_next_run(lab):
+    """The window fencing cannot close (docs/guarantees.md, "A paused holder"): a run request already on the wire
+    when its sender lost the lease lands after the taker's last look, and a second copy runs from an older
+    savepoint. The taker recorded that holder's job ids as stale; the next run of the job cancels the copy
+    before anything else, says so in its record, and upgrades the job: one copy, counters continuing from the
+    job that was the job, not from the stale copy."""
+    from flink_gate.hooks.flink_rest import new_flink_id
+    from flink_gate.rollback import run_upgrade
+    from flink_gate.upgrade_records import UpgradeRecord, open_store
+
+    old = _running(lab)
+    older = _savepoint_of(lab, old)
+    time.sleep(3)  # the job moves on past that savepoint: a copy restored from it rewinds every counter
+    p = lab.params()
+    taker = UpgradeRecord(open_store(p), JOB_NAME).load()
+    stale = new_flink_id()
+    taker.doc = {}  # what the taker left: its upgrade verified, the paused holder's job id kept as stale
+    taker.save(state="running-verified", run="faults/taker", old_job_id="0" * 32, new_job_id=old,
+               savepoint=older, stale_ids=[stale], previous={"run": "faults/paused-holder", "state": "stopped"})
+    lab.direct.run_jar(lab.jar_ids["v2-compatible"], savepoint_path=older, job_id=stale)  # the late request lands
+    lab.direct.wait_until_restored(stale, timeout=120)
+    assert sorted(j["jid"] for j in lab.active()) == sorted([old, stale])  # two copies
+    lab.proxy.clear()
+
+    result = run_upgrade(p, str(lab.graphs["v2-compatible"]))
+
+    record = lab.record()
+    assert lab.direct.job_status(stale) == "CANCELED"
+    assert record["stale_cancelled"] == [stale] and record["old_job_id"] == old, record
+    assert record["state"] == "running-verified" and result["new_job_id"] == record["new_job_id"]
+    assert_one_copy(lab, record["new_job_id"], record["savepoint"])
+    assert_state_continues(lab.output()[old], lab.wait_for_output(record["new_job_id"]))
+    lab.current = record["new_job_id"]
+
+
+def test_a_late_stop_that_lands_before_the_takers_stop_gives_the_savepoint_the_job_finished_with(lab):
+    """A stop-with-savepoint a holder sent before it lost its lease, delivered late, lands just before the taker's
+    own stop: Flink stops the job with the late stop's savepoint and refuses the taker's. The taker adopts the
+    savepoint the job finished with (re-gated as every stop is) instead of failing with the job stopped, and
+    upgrades from it: one copy, every counter continuing."""
+    from flink_gate.hooks.flink_rest import new_flink_id
+    from flink_gate.rollback import run_upgrade
+
+    old = _running(lab)
+    p = lab.params(flink_job_id=old, rest_timeout_s=30)
+    lab.proxy.clear()
+    held = lab.proxy.add_rule(rf"^/jobs/{old}/stop$", "delay", method="POST", times=1, delay=10.0)
+    outcome: dict[str, Any] = {}
+
+    def taker() -> None:
+        try:
+            outcome["result"] = run_upgrade(p, str(lab.graphs["v2-compatible"]))
+        except Exception as exc:  # reported by the assertions below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=taker, daemon=True)
+    thread.start()
+    _wait_for("the taker never sent its stop", lambda: held.hits >= 1, 120)
+    late = new_flink_id()  # the stale holder's stop, with its own trigger id
+    lab.direct.stop_with_savepoint(old, f"{lab.cluster.savepoint_uri}/{JOB_NAME}", trigger_id=late)
+    finished_with = lab.direct.wait_for_savepoint(old, late, timeout=60)
+    thread.join(timeout=240)
+    lab.proxy.clear()
+
+    assert "error" not in outcome, outcome.get("error")
+    record = lab.record()
+    assert record["trigger"] != late and record["savepoint"].rstrip("/") == finished_with.rstrip("/"), record
+    assert record["state"] == "running-verified" and outcome["result"]["new_job_id"] == record["new_job_id"]
+    assert lab.direct.job_status(old) == "FINISHED"
+    assert_one_copy(lab, record["new_job_id"], record["savepoint"])
+    assert_state_continues(lab.output()[old], lab.wait_for_output(record["new_job_id"]))
+    lab.current = record["new_job_id"]
+
+
+# ---- the object store out after Flink acted ------------------------------------------------------------
+# after which acting call the store goes out: (driver, target jar, request, n-th such request)
+OUTAGE_POINTS = {
+    "stop": ("upgrade", "v2-compatible", ("POST", rf"^/jobs/{HEX}/stop$", 1)),
+    "run": ("upgrade", "v2-compatible", ("POST", RUN, 1)),
+    "rollback-cancel": ("roll-back", "v2-compatible", ("PATCH", rf"^/jobs/{HEX}(\?|$)", 1)),
+    "rollback-run": ("upgrade", "v2-restore-crash", ("POST", RUN, 2)),
+}
+# "down": every request fails until the attempt has failed; "blip": exactly one call's worth of failed requests
+# (the client's own attempts), so the store is back for the very next call
+OUTAGES = {"down": {"status": 503}, "blip": {"status": 503}, "reset": {}}
+OUTAGES_BOUNDED = [("stop", "down"), ("run", "blip"), ("rollback-run", "reset")]
+OUTAGE_MATRIX = [(pt, o) for pt in OUTAGE_POINTS for o in OUTAGES] if FULL else OUTAGES_BOUNDED
+
+
+def _attempt(driver: str, p: dict[str, Any], graph: str) -> dict[str, Any]:
+    """One attempt of the upgrade task's body (or of an upgrade an operator then rolls back), as a retry runs it."""
+    from flink_gate.rollback import begin, roll_back, run_upgrade, verify_restored
+    from flink_gate.steps import holder_of, perform_upgrade
+    from flink_gate.upgrade_records import exclusive
+
+    if driver == "upgrade":
+        return run_upgrade(p, graph)
+    with exclusive(p, holder_of(p)) as (record, lease):
+        begin(p, record, lease, holder_of(p))
+        if record.state not in ("rolling-back", "rolled-back-verified"):
+            up = perform_upgrade(p, record, graph, lease)
+            verify_restored(p, up["new_job_id"], up["savepoint"])
+        if record.state != "rolled-back-verified":
+            roll_back(p, record, "rolled back by the operator", lease)
+        return dict(record.doc)
+
+
+@pytest.mark.parametrize(("point", "outage"), OUTAGE_MATRIX, ids=[f"{pt}-{o}" for pt, o in OUTAGE_MATRIX])
+def test_the_object_store_out_after_flink_acted_interrupts_and_the_retry_resumes_with_one_copy(lab, stack, point,
+                                                                                              outage):
+    """The object store holding the records and the lease stops answering (5xx or reset) right after Flink took
+    an acting call. The attempt fails saying where the job stands in words (never a bare timeout or a raw S3
+    error) and decides nothing on it: in particular a verified new job is never rolled back because the record
+    write saying so failed once. The retry (the same run, as Airflow's retry) resumes from the record: the job is
+    stopped once, each job started once, one copy from a complete savepoint, every counter continuing."""
+    from flink_gate.rollback import UpgradeRolledBack
+
+    from upgrade_gate.storage.s3 import Timeouts, timeout_budget
+
+    driver, target, (method, regex, nth) = OUTAGE_POINTS[point]
+    old = _running(lab)
+    graph = str(lab.graphs[target])
+    s3_port = urlparse(stack.s3.endpoint).port
+    with FaultProxy("127.0.0.1", s3_port) as s3_proxy, _connection(
+            "AIRFLOW_CONN_AWS_OUTAGE", stack.env["AIRFLOW_CONN_AWS_DEFAULT"].replace(stack.s3.endpoint, s3_proxy.url)):
+        p = lab.params(target, flink_job_id=old, aws_conn_id="aws_outage")
+        lab.proxy.clear()
+        seen = len(lab.proxy.log)
+        times = Timeouts.for_budget(timeout_budget()).attempts if outage == "blip" else -1
+        action = "reset" if outage == "reset" else "status"
+        cut: list[Any] = []
+
+        def cut_the_store() -> None:
+            deadline = time.monotonic() + 300
+            while sum(1 for e in lab.proxy.log[seen:] if e[0] == method and re.match(regex, e[1])) < nth:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.02)
+            cut.append(s3_proxy.add_rule(".*", action, times=times, **OUTAGES[outage]))
+
+        watcher = threading.Thread(target=cut_the_store, daemon=True)
+        watcher.start()
+        try:
+            with pytest.raises(Exception) as interrupted:
+                _attempt(driver, p, graph)
+        finally:
+            watcher.join(timeout=5)
+            s3_proxy.clear()  # the store is back
+        assert cut and cut[0].hits >= 1, f"the store never went out after {point}: {lab.proxy.log[seen:][-20:]}"
+        said = str(interrupted.value)
+        if driver == "upgrade":
+            assert type(interrupted.value).__name__ == "UpgradeInterrupted", said
+            assert "a retry resumes" in said and "object store did not answer" in said, said
+            assert re.search(r"is stopped|may be stopping|may be (re)?starting", said), said
+        else:
+            assert type(interrupted.value).__name__ == "StoreUnavailable", said
+        before = lab.record()
+        assert before["state"] not in ("rolled-back-verified", "running-verified", "needs-operator"), before
+
+        try:  # the retry: the same run
+            _attempt(driver, p, graph)
+            outcome = "upgraded" if driver == "upgrade" else "rolled back"
+        except UpgradeRolledBack:
+            outcome = "rolled back"
+    lab.proxy.clear()
+
+    record = lab.record()
+    posts = [e for e in lab.proxy.log[seen:] if e[0] == "POST"]
+    assert len([e for e in posts if e[1] == f"/jobs/{old}/stop"]) == 1, posts
+    if driver == "upgrade" and target == "v2-compatible":
+        assert outcome == "upgraded" and record["state"] == "running-verified", record
+        assert "rollback_job_id" not in record, record
+        assert len([e for e in posts if re.match(RUN, e[1])]) == 1, posts  # started once, never rolled back
+        if point == "run":
+            assert before.get("new_job_id") == record["new_job_id"]
+        live = record["new_job_id"]
+    else:
+        assert outcome == "rolled back" and record["state"] == "rolled-back-verified", record
+        assert lab.direct.job_status(record["new_job_id"]) in ("FAILED", "CANCELED")
+        live = record["rollback_job_id"]
+    assert record["old_job_id"] == old and lab.direct.job_status(old) == "FINISHED"
+    assert_one_copy(lab, live, record["savepoint"])
+    assert_state_continues(lab.output()[old], lab.wait_for_output(live))
+    lab.current = live
+
+
+# the two DAGs that upgrade: the fleet's rollout (its `roll_out` task upgrades every job of a wave) and the
+# single-job gate in upgrade mode (gate tasks, then its `upgrade` task)
+UPGRADE_DAGS = {"flink_rolling_upgrade": "roll_out", "flink_upgrade_gate": "upgrade"}
+
+
+def _dag_conf(lab: Lab, dag: str, timeout_s: int) -> dict[str, Any]:
+    jar, graph = str(lab.jars["v2-compatible"]), str(lab.graphs["v2-compatible"])
+    if dag == "flink_upgrade_gate":
+        if lab.direct.job_status(lab.current) == "RUNNING":  # the gate checks the job's latest savepoint
+            _savepoint_of(lab, lab.current)
+        return {"job_name": JOB_NAME, "savepoint": "latest", "savepoint_root": lab.cluster.savepoint_uri,
+                "graph": graph, "jar": jar, "hasher": "v2", "matching": "fixed", "allow_non_restored_state": False,
+                "flink_version": "2.3", "mode": "upgrade", "require_approval": False, "rollback_jar": jar,
+                "savepoint_target_dir": f"{lab.cluster.savepoint_uri}/{JOB_NAME}", "timeout_s": timeout_s}
+    return {"jobs": [{"job_name": JOB_NAME, "graph": graph, "jar": jar, "rollback_jar": jar}],
             "canary": 1, "batch_size": 1, "mode": "upgrade", "savepoint_root": lab.cluster.savepoint_uri,
             "flink_version": "2.3", "timeout_s": timeout_s}
 
@@ -589,53 +904,57 @@ def _after_the_stop(lab: Lab, seen: int, fail_for: float) -> threading.Thread:
     return thread
 
 
-def test_rolling_dag_rides_out_failed_savepoint_reads_after_flink_took_the_stop(lab, stack):
+@pytest.mark.parametrize("dag", list(UPGRADE_DAGS))
+def test_a_dag_rides_out_failed_savepoint_reads_after_flink_took_the_stop(lab, stack, dag):
     """12 s of failed savepoint-status reads right after Flink took the stop (it used to take 8 s to end the
     rollout with the job stopped and its lease kept for 15 minutes): the step keeps asking within its
-    deadline and the real DAG run upgrades the job once, with its state."""
+    deadline and the real DAG run upgrades the job once, with its state, in both DAGs that upgrade."""
     old = _running(lab)
     lab.proxy.clear()
-    seen = len(lab.proxy.log)
     env = {**stack.env, "AIRFLOW_CONN_FLINK_DEFAULT": _conn(lab.proxy.url),
            "AIRFLOW_VAR_UPGRADE_GATE_STATE_ROOT": STATE_ROOT}
+    conf = _dag_conf(lab, dag, 120)
+    seen = len(lab.proxy.log)
     faults = _after_the_stop(lab, seen, fail_for=12.0)
-    state, tasks, output = dataclasses.replace(stack, env=env).dags_test("flink_rolling_upgrade",
-                                                                         _rolling_conf(lab, 120), timeout=600)
+    state, tasks, output = dataclasses.replace(stack, env=env).dags_test(dag, conf, timeout=600)
     faults.join(timeout=60)
     lab.proxy.clear()
 
     failed_reads = [e for e in lab.proxy.log[seen:] if e[2] == "status"]
     assert len(failed_reads) >= 3, lab.proxy.log[seen:]
     assert state == "success", output[-3000:]
-    assert tasks == {"plan_waves": "success", "roll_out": "success", "outcome": "success"}, tasks
+    assert tasks[UPGRADE_DAGS[dag]] == "success" and set(tasks.values()) <= {"success", "skipped"}, tasks
     record = lab.record()
     assert record["state"] == "running-verified" and record["old_job_id"] == old, record
+    assert record["run"].startswith(f"{dag}/"), record
     assert_one_copy(lab, record["new_job_id"], record["savepoint"])
     assert_state_continues(lab.output()[old], lab.wait_for_output(record["new_job_id"]))
     lab.current = record["new_job_id"]
 
 
-def test_a_rolling_run_that_fails_for_good_gives_the_job_back_and_the_next_run_restores_one_copy(lab, stack):
-    """The cluster answers no savepoint-status read after it took the stop, through every retry of the
-    rollout: the run fails, saying where the job stands in words (never a bare timeout), and gives the job's
-    lease back on its last failure. The next run (no faults) takes the job at once, settles the interrupted
-    upgrade from the cluster (rolls the old version back from the stop's savepoint) and upgrades it: one copy,
-    every counter continuing."""
+@pytest.mark.parametrize("dag", list(UPGRADE_DAGS) if FULL else ["flink_rolling_upgrade"])
+def test_a_run_that_fails_for_good_gives_the_job_back_and_the_next_run_restores_one_copy(lab, stack, dag):
+    """The cluster answers no savepoint-status read after it took the stop, through every retry of the upgrade
+    task (in both DAGs that upgrade): the run fails, saying where the job stands in words (never a bare
+    timeout), and gives the job's lease back on its last failure. The next run (no faults) takes the job at
+    once, settles the interrupted upgrade from the cluster (rolls the old version back from the stop's
+    savepoint) and upgrades it: one copy, every counter continuing."""
     from flink_gate.upgrade_records import job_key
 
     old = _running(lab)
     lab.proxy.clear()
-    seen = len(lab.proxy.log)
     env = {**stack.env, "AIRFLOW_CONN_FLINK_DEFAULT": _conn(lab.proxy.url),
            "AIRFLOW_VAR_UPGRADE_GATE_STATE_ROOT": STATE_ROOT}
     airflow = dataclasses.replace(stack, env=env)
+    conf = _dag_conf(lab, dag, 15)
+    seen = len(lab.proxy.log)
     faults = _after_the_stop(lab, seen, fail_for=400.0)
     try:
-        state, tasks, output = airflow.dags_test("flink_rolling_upgrade", _rolling_conf(lab, 15), timeout=900)
+        state, tasks, output = airflow.dags_test(dag, conf, timeout=900)
     finally:
         lab.proxy.clear()
     faults.join(timeout=1)
-    assert state == "failed" and tasks["roll_out"] == "failed", (tasks, output[-3000:])
+    assert state == "failed" and tasks[UPGRADE_DAGS[dag]] == "failed", (tasks, output[-3000:])
     assert "is stopped" in output or "may be stopping" in output, output[-4000:]
     assert "a retry resumes" in output and "UpgradeInterrupted" in output, output[-4000:]
     attempts = [e for e in lab.proxy.log[seen:] if e[0] == "POST" and e[1] == f"/jobs/{old}/stop"]
@@ -645,7 +964,7 @@ def test_a_rolling_run_that_fails_for_good_gives_the_job_back_and_the_next_run_r
     with pytest.raises(Exception, match=r"NoSuchKey|404|Not Found"):  # the failed run gave the lease back
         lab.s3.get_object(Bucket=BUCKET, Key=f"gate/upgrades/{job_key(JOB_NAME)}/lease.json")
 
-    state, tasks, output = airflow.dags_test("flink_rolling_upgrade", _rolling_conf(lab, 120), timeout=600)
+    state, tasks, output = airflow.dags_test(dag, _dag_conf(lab, dag, 120), timeout=600)
 
     assert state == "success", output[-3000:]
     record = lab.record()

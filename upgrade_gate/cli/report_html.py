@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, FileSystemLoader, select_autoescape
 
 from upgrade_gate.cli.text_table import human_bytes
 from upgrade_gate.gate.check import CheckResult
@@ -57,9 +57,20 @@ def meaning(verdict: Any) -> str:
                 "ERROR": "The check could not run: see the error below."}.get(str(verdict), "")
 
 
+def _bytecode_cache() -> BytecodeCache | None:
+    """Jinja2's own cache of compiled templates (a private per-user directory it creates and checks): compiling
+    the report's templates was about a quarter of an HTML check's CPU time, paid again by every process
+    (docs/performance.md, "A check's own cost"). Without a usable directory the templates are compiled as before."""
+    try:
+        return FileSystemBytecodeCache()
+    except (OSError, RuntimeError):
+        return None
+
+
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["j2", "html"]),
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                      bytecode_cache=_bytecode_cache())
     env.filters["human_bytes"] = human_bytes
     env.globals.update(colour=colour, meaning=meaning, verdicts=[v.value for v in Verdict.mildest_first()])
     return env

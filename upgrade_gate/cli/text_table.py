@@ -12,15 +12,12 @@ import io
 import shutil
 import textwrap
 from collections.abc import Collection, Sequence
-
-from rich import box
-from rich.console import Console
-from rich.table import Table
+from functools import cache
+from typing import Any
 
 __all__ = ["human_bytes", "paragraph", "render", "terminal_width"]
 
 DEFAULT_WIDTH = 100
-_PLAIN = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)  # a dashed header rule only
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
@@ -46,6 +43,15 @@ def paragraph(text: str, *, indent: str = "  ", width: int | None = None) -> str
     return textwrap.fill(text, width=width or terminal_width(), subsequent_indent=indent, break_on_hyphens=False)
 
 
+@cache
+def _plain_box() -> Any:
+    """A dashed header rule only. Rich is imported here, when a table is drawn: the byte and paragraph helpers
+    serve JSON and HTML output too, which need none of it (docs/performance.md, "A check's own cost")."""
+    from rich import box
+
+    return box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
+
+
 def render(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None, *,
            wrap: Collection[str] = (), right: Collection[str] = (), width: int | None = None) -> str:
     """A table as text. `wrap`: headers of free-text columns that may wrap (the others never break);
@@ -54,7 +60,10 @@ def render(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str 
     if not wrap and cells:
         widest = max(range(len(headers)), key=lambda i: max(len(r[i]) for r in cells))
         wrap = {headers[widest]}
-    table = Table(box=_PLAIN, show_edge=False, pad_edge=False, header_style=None, expand=False,
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=_plain_box(), show_edge=False, pad_edge=False, header_style=None, expand=False,
                   padding=(0, 1, 0, 0))
     for i, h in enumerate(headers):
         if h in wrap:  # wider content gets a larger share of the room left by the fixed columns

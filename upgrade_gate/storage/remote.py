@@ -14,15 +14,16 @@ read needs:
 from __future__ import annotations
 
 import base64
-import http.client
-import ssl
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urljoin, urlsplit
 
 from hashing.documents import Limits, parse_json
 from upgrade_gate.storage.redact import one_line, public_url
 from upgrade_gate.storage.s3 import Deadline, StorageError
+
+if TYPE_CHECKING:
+    import http.client
 
 MAX_REDIRECTS = 3
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
@@ -123,6 +124,9 @@ def _once(here: Endpoint, target: str, headers: dict[str, str], deadline: Deadli
     if remaining <= 0:
         raise deadline.timed_out(where, f"{service} was too slow")
     timeout = max(0.05, min(30.0, remaining))
+    import http.client  # here, not at the top: a check of local files never opens a connection (30 ms of CPU)
+    import ssl
+
     conn: http.client.HTTPConnection
     if here.scheme == "https":
         conn = http.client.HTTPSConnection(here.host, here.port, timeout=timeout,

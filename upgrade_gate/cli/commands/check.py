@@ -8,9 +8,7 @@ import sys
 from typing import Any
 
 from hashing.errors import InputError
-from upgrade_gate.cli.commands.deployment import export_for_deployment, local_jar
 from upgrade_gate.cli.commands.graph_args import graph_named, load_with_notes
-from upgrade_gate.cli.text_table import human_bytes, paragraph, render
 from upgrade_gate.flink.metadata import CheckpointMetadata
 from upgrade_gate.gate.check import CheckResult, check_upgrade
 from upgrade_gate.gate.flink_config import parse_settings
@@ -97,6 +95,8 @@ def repair_offer(res: CheckResult, savepoint: CheckpointMetadata, graph: Any, ol
 
 
 def render_table(res: CheckResult, offer: dict[str, Any] | None = None) -> str:
+    from upgrade_gate.cli.text_table import human_bytes, paragraph, render  # only a table needs them
+
     lines = [f"VERDICT: {res.verdict}" + (f"   (with the remedies below: {res.verdict_with_remedies})"
                                           if res.verdict_with_remedies else "")]
     if offer and offer["repairable"]:
@@ -196,7 +196,11 @@ def run(args: argparse.Namespace) -> int:
     if settings is None and (args.jar or not args.graph):
         raise InputError("--graph is required (or --deployment NEW.yaml, whose jar is exported)" if not args.jar
                          else "--jar needs --deployment (export a jar yourself with `upgrade-gate export`)")
-    jar = None if args.graph or settings is None else local_jar(args.deployment, settings, args.jar)  # fail early
+    jar = None
+    if settings is not None and not args.graph:  # exported from the spec's jar (its module only for this case)
+        from upgrade_gate.cli.commands.deployment import export_for_deployment, local_jar
+
+        jar = local_jar(args.deployment, settings, args.jar)  # fail early
     savepoint = _savepoint(args)
     if isinstance(savepoint, str):  # read once: the check and the repair offer share it
         savepoint = read_savepoint(savepoint)
