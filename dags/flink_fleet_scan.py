@@ -25,7 +25,7 @@ from flink_gate import fleet
 from flink_gate.dag_parts import CHECK, check_params, in_section, notifiers, storage_param
 from flink_gate.operators.fleet import FleetSummaryOperator
 from flink_gate.operators.spark import SparkGateJobOperator
-from flink_gate.steps import REPO
+from flink_gate.paths import REPO
 
 WORK = "{{ ti.xcom_pull(task_ids='prepare') }}"
 CATALOGUE = "{{ params.catalogue or var.value.get('upgrade_gate_catalogue', '') }}"

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from flink_gate.alerts import build_alert
+from flink_gate.paths import report_url, work_root
 from flink_gate.reports import ReportStore, report_name, safe_name
-from flink_gate.steps import report_url, work_root
 from upgrade_gate.cli.report_html import render_fleet, render_report
 from upgrade_gate.gate import policy
 

@@ -3,7 +3,7 @@
 The gate simulates the restore from operator ids, max parallelism and key groups; it cannot see
 everything (a state type whose serializer changed, code that throws while restoring). The
 promise: an upgrade never stops the old job without a completed savepoint, and it rolls back when
-the new job does not restore. So after `steps.perform_upgrade` (stop-with-savepoint, re-gate, run
+the new job does not restore. So after `upgrade_machine.perform_upgrade` (stop-with-savepoint, re-gate, run
 the new jar from that savepoint; see the state machine in `steps.py`):
 
 * verification waits until every subtask of the new job is RUNNING (a task restores its state
@@ -30,7 +30,7 @@ from typing import Any
 
 from flink_gate import upgrade_records
 from flink_gate.hooks.flink_rest import TERMINAL_JOB_STATES, FlinkRestError, FlinkRestUnknown, new_flink_id
-from flink_gate.steps import (
+from flink_gate.upgrade_machine import (
     ACTIVE,
     GateRefused,
     NeedsOperator,

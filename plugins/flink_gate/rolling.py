@@ -2,7 +2,7 @@
 
 `plan_waves` is pure. `roll_out` walks the waves in order and, per job: reads the job's newest
 savepoint, simulates the restore with the core (`upgrade_gate.gate.check`), and, only if SAFE and in
-upgrade mode, stops the job with a savepoint and starts the new jar from it (`steps.perform_upgrade`,
+upgrade mode, stops the job with a savepoint and starts the new jar from it (`upgrade_machine.perform_upgrade`,
 which gates that final savepoint again) and verifies the restore. The rollout stops at the first
 blocked gate or failed upgrade/restore; the outcome says which jobs were upgraded, which one
 stopped it (and why), and which were left untouched.
@@ -29,9 +29,11 @@ from typing import Any
 from flink_gate import gate
 from flink_gate.alerts import build_alert
 from flink_gate.hooks.storage import SavepointStorageHook
+from flink_gate.paths import report_url, work_root
 from flink_gate.reports import ReportStore, safe_name
 from flink_gate.rollback import ROLLBACK_KEYS, UpgradeInterrupted, default_target_dir, run_upgrade
-from flink_gate.steps import holder_of, report_url, state_map, work_root
+from flink_gate.steps import state_map
+from flink_gate.upgrade_machine import holder_of
 from flink_gate.upgrade_records import refuse_if_leased, release_after_final_failure, report_name
 from upgrade_gate.cli import report_html
 from upgrade_gate.gate import policy

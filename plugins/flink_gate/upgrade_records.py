@@ -242,7 +242,7 @@ def open_store(p: dict[str, Any]) -> Store:
         return S3Store(SavepointStorageHook(p.get("aws_conn_id") or None).s3_client, root)
     if root:
         return LocalStore(Path(root.removeprefix("file://")))
-    from flink_gate.steps import work_root
+    from flink_gate.paths import work_root
 
     return LocalStore(work_root() / "_records")
 

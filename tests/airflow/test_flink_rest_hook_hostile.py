@@ -125,6 +125,21 @@ def test_wrong_types_in_answers_are_no_tracebacks(server: HostileServer, monkeyp
     assert hook.last_savepoint(JID) is None and hook.restored_from(JID) is None
 
 
+def test_only_a_savepoint_the_job_stopped_with_is_its_final_state(server: HostileServer,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finished job's statistics name its latest savepoint; only a synchronous one (stop-with-savepoint) is the
+    state it ended with. The real stop's SYNC_SAVEPOINT is adopted on a real cluster (tests/airflow/
+    test_upgrade_faults.py, the late stop); an ordinary one a job took before its input ended is not."""
+    hook = _hook(server, monkeypatch)
+    path = "file:/sp/savepoint-1"
+    for kind, expected in (("SYNC_SAVEPOINT", path), ("SAVEPOINT", None), (None, path)):
+        savepoint = {"id": 7, "status": "COMPLETED", "is_savepoint": True, "external_path": path}
+        if kind is not None:
+            savepoint["checkpoint_type"] = kind
+        server.route(f"/jobs/{JID}/checkpoints", json_reply({"latest": {"savepoint": savepoint}}))
+        assert hook.last_savepoint(JID) == expected, kind
+
+
 def test_a_redirect_to_another_origin_carries_no_credentials(server: HostileServer, other: HostileServer,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     server.route("/jobs/overview", redirect(f"http://mallory:pw@127.0.0.1:{other.port}/jobs/overview"))

@@ -227,7 +227,7 @@ def test_fault_leaves_exactly_one_copy_with_its_state(lab, step, fault):
         # The upgrade itself succeeds; then the rollback (an operator's, or verification's) must
         # cancel the running new job through the fault before restarting the old version.
         from flink_gate.rollback import begin
-        from flink_gate.steps import holder_of, perform_upgrade
+        from flink_gate.upgrade_machine import holder_of, perform_upgrade
 
         p = lab.params()
         with exclusive(p, holder_of(p)) as (record, lease):
@@ -527,7 +527,7 @@ PAUSED_HOLDER = """
 import json, sys, time
 sys.path[:0] = [{repo!r}, {plugins!r}]
 from flink_gate.rollback import UpgradeInterrupted, begin, roll_back, run_upgrade, verify_restored
-from flink_gate.steps import holder_of, perform_upgrade
+from flink_gate.upgrade_machine import holder_of, perform_upgrade
 from flink_gate.upgrade_records import exclusive
 p, graph, driver = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 try:
@@ -556,7 +556,8 @@ def _wait_for(what: str, predicate: Any, timeout: float, task: subprocess.Popen[
         time.sleep(0.05)
 
 
-# Where holder A is paused, point by point of the upgrade state machine (steps.perform_upgrade, rollback.roll_back):
+# Where holder A is paused, point by point of the upgrade state machine (upgrade_machine.perform_upgrade,
+# rollback.roll_back):
 #   ("look", method, regex, after): before an acting call. A's last look before it is answered 2 s late, so the
 #       test can hold A's next lease write (the fencing write) and pause A right there. `after`: a request that
 #       must have been seen first, so that the look caught is the right one ("{new}": A's new job id).
@@ -774,7 +775,7 @@ OUTAGE_MATRIX = [(pt, o) for pt in OUTAGE_POINTS for o in OUTAGES] if FULL else 
 def _attempt(driver: str, p: dict[str, Any], graph: str) -> dict[str, Any]:
     """One attempt of the upgrade task's body (or of an upgrade an operator then rolls back), as a retry runs it."""
     from flink_gate.rollback import begin, roll_back, run_upgrade, verify_restored
-    from flink_gate.steps import holder_of, perform_upgrade
+    from flink_gate.upgrade_machine import holder_of, perform_upgrade
     from flink_gate.upgrade_records import exclusive
 
     if driver == "upgrade":

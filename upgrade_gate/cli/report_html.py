@@ -15,6 +15,7 @@ dark via `prefers-color-scheme`, or `theme=` forced) and inline SVG only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterable
@@ -23,6 +24,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, FileSystemLoader, select_autoescape
+from jinja2.bccache import Bucket
 
 from upgrade_gate.cli.text_table import human_bytes
 from upgrade_gate.gate.check import CheckResult
@@ -57,13 +59,25 @@ def meaning(verdict: Any) -> str:
                 "ERROR": "The check could not run: see the error below."}.get(str(verdict), "")
 
 
-def _bytecode_cache() -> BytecodeCache | None:
+class _BestEffortBytecodeCache(FileSystemBytecodeCache):
     """Jinja2's own cache of compiled templates (a private per-user directory it creates and checks): compiling
     the report's templates was about a quarter of an HTML check's CPU time, paid again by every process
-    (docs/performance.md, "A check's own cost"). Without a usable directory the templates are compiled as before."""
+    (docs/performance.md, "A check's own cost"). A cache is never a reason to lose a report: one that cannot be
+    read or written (a full or read-only disk) is skipped and the templates are compiled as before."""
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().load_bytecode(bucket)
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
+def _bytecode_cache() -> BytecodeCache | None:
     try:
-        return FileSystemBytecodeCache()
-    except (OSError, RuntimeError):
+        return _BestEffortBytecodeCache()
+    except (OSError, RuntimeError):  # no private directory could be made: compile every time
         return None
 
 

@@ -374,10 +374,16 @@ class FlinkRestHook(BaseHook):
             raise
 
     def last_savepoint(self, job_id: str) -> str | None:
-        """The external path of the newest completed savepoint in the job's checkpoint statistics
-        (kept for a finished job too): what stop-with-savepoint wrote when its trigger is gone."""
+        """The external path of the savepoint a finished job stopped with, from its checkpoint statistics
+        (kept for a finished job too): what stop-with-savepoint wrote when its trigger is gone.
+
+        Only a *synchronous* savepoint counts (`checkpoint_type` SYNC_SAVEPOINT, Flink's
+        `CheckpointStatistics.RestAPICheckpointType` for a stop-with-savepoint): it is the job's final state. A job
+        that finished otherwise (its input ended) may name an older, ordinary savepoint, which is not."""
         sp = _obj(_obj(_obj(self.checkpoints(job_id)).get("latest")).get("savepoint"))
         path = sp.get("external_path")
+        if sp.get("checkpoint_type") not in (None, "SYNC_SAVEPOINT"):
+            return None
         return path if isinstance(path, str) and path else None
 
     def wait_for_savepoint(self, job_id: str, trigger_id: str, timeout: float = 300, poll: float = 1.0) -> str:

@@ -35,7 +35,7 @@ class FleetSummaryOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from flink_gate.fleet import FLEET_REPORT_JOB
-        from flink_gate.steps import report_url
+        from flink_gate.paths import report_url
 
         ti = context["ti"]
         p = self.published
