@@ -34,7 +34,11 @@ def test_fresh_repairs_restore_completely_in_real_flink(tmp_path: Path) -> None:
             assert t["bad_keys_restored"] == t["bad_elements_restored"] == t["bad_timers_restored"] == 0
             assert t["numbers_restored"] == o["savepoint"]["numbers"] and t["timers_restored"] == 97
             assert t["numbers_at_end"] == t["numbers_in_input"]
-            # The source continues where it was. Once in about 60 restores (under a load of 10+) Flink's own
-            # split hand-over let a source read 2 numbers again in a run whose source state the repair did not
-            # touch; hundreds are read again when the enumerator's state is lost (the unrepaired runs).
-            assert t["duplicates"] <= 2 and t["numbers_restored"] + t["records_received"] <= t["numbers_in_input"] + 2
+            # The source continues where it was. Now and then Flink's own split hand-over lets a source read a few
+            # numbers again in a run whose source state the repair did not touch: 2 once in about 60 restores under a
+            # load of 10+, 3 in a CI run on 2026-11-27 (1.20.5, the max-parallelism rewrite, which copies the source's
+            # state as it is). A lost enumerator state reads whole splits again (400 numbers each, hundreds in the
+            # unrepaired runs), so a handful is Flink's at-least-once hand-over, not a repair that lost a position.
+            slack = 10
+            assert t["duplicates"] <= slack, t
+            assert t["numbers_restored"] + t["records_received"] <= t["numbers_in_input"] + slack, t
