@@ -27,7 +27,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -113,20 +112,6 @@ class Lab:
 
         body = self.s3.get_object(Bucket=BUCKET, Key=f"gate/upgrades/{job_key(JOB_NAME)}/record.json")["Body"]
         return json.loads(body.read())
-
-
-@contextlib.contextmanager
-def _connection(name: str, value: str) -> Iterator[None]:
-    """An Airflow connection in this process's environment for the block (the product reads it by id)."""
-    saved = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = saved
 
 
 def _conn(url: str) -> str:
@@ -479,7 +464,7 @@ def test_a_holder_paused_past_its_lease_fails_its_fence_and_its_own_heartbeat_ne
     Lease(store, "orders", "dag/run-d", ttl=60).acquire()  # free at once, no TTL to wait out
 
 
-def test_a_fencing_write_answered_after_the_lease_ran_out_proves_nothing(stack):
+def test_a_fencing_write_answered_after_the_lease_ran_out_proves_nothing(stack, monkeypatch):
     """The store applied holder A's fencing write at once, but A learnt it only after its lease's TTL (A was
     paused while the answer was on its way back, or the network back was slow); meanwhile B took the expired
     lease. A success that arrives that late proves nothing: the fence writes again and loses. A slow answer
@@ -488,10 +473,10 @@ def test_a_fencing_write_answered_after_the_lease_ran_out_proves_nothing(stack):
     from flink_gate.upgrade_records import Lease, LeaseLost, open_store
 
     s3_port = urlparse(stack.s3.endpoint).port
-    with FaultProxy("127.0.0.1", s3_port) as s3_proxy, \
-            _connection("AIRFLOW_CONN_AWS_LATE", stack.env["AIRFLOW_CONN_AWS_DEFAULT"].replace(stack.s3.endpoint,
-                                                                                              s3_proxy.url)), \
-            _connection("AIRFLOW_CONN_AWS_FENCE_DIRECT", stack.env["AIRFLOW_CONN_AWS_DEFAULT"]):
+    with FaultProxy("127.0.0.1", s3_port) as s3_proxy:
+        monkeypatch.setenv("AIRFLOW_CONN_AWS_LATE", stack.env["AIRFLOW_CONN_AWS_DEFAULT"].replace(stack.s3.endpoint,
+                                                                                                 s3_proxy.url))
+        monkeypatch.setenv("AIRFLOW_CONN_AWS_FENCE_DIRECT", stack.env["AIRFLOW_CONN_AWS_DEFAULT"])
         with contextlib.suppress(Exception):  # the bucket survives from another test of the session
             stack.s3.client().create_bucket(Bucket=BUCKET)
         root = f"s3://{BUCKET}/fence-{time.time_ns()}/"
@@ -792,7 +777,7 @@ def _attempt(driver: str, p: dict[str, Any], graph: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("point", "outage"), OUTAGE_MATRIX, ids=[f"{pt}-{o}" for pt, o in OUTAGE_MATRIX])
 def test_the_object_store_out_after_flink_acted_interrupts_and_the_retry_resumes_with_one_copy(lab, stack, point,
-                                                                                              outage):
+                                                                                              outage, monkeypatch):
     """The object store holding the records and the lease stops answering (5xx or reset) right after Flink took
     an acting call. The attempt fails saying where the job stands in words (never a bare timeout or a raw S3
     error) and decides nothing on it: in particular a verified new job is never rolled back because the record
@@ -806,8 +791,9 @@ def test_the_object_store_out_after_flink_acted_interrupts_and_the_retry_resumes
     old = _running(lab)
     graph = str(lab.graphs[target])
     s3_port = urlparse(stack.s3.endpoint).port
-    with FaultProxy("127.0.0.1", s3_port) as s3_proxy, _connection(
-            "AIRFLOW_CONN_AWS_OUTAGE", stack.env["AIRFLOW_CONN_AWS_DEFAULT"].replace(stack.s3.endpoint, s3_proxy.url)):
+    with FaultProxy("127.0.0.1", s3_port) as s3_proxy:
+        monkeypatch.setenv("AIRFLOW_CONN_AWS_OUTAGE", stack.env["AIRFLOW_CONN_AWS_DEFAULT"].replace(stack.s3.endpoint,
+                                                                                                   s3_proxy.url))
         p = lab.params(target, flink_job_id=old, aws_conn_id="aws_outage")
         lab.proxy.clear()
         seen = len(lab.proxy.log)
