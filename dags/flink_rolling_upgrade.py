@@ -27,6 +27,8 @@ JOB_SCHEMA = {
         "jar": {"type": "string"}, "main_class": {"type": "string"}, "flink_job_id": {"type": "string"},
         "flink_jar_id": {"type": "string"}, "savepoint": {"type": "string"}, "parallelism": {"type": "integer"},
         "allow_non_restored_state": {"type": "boolean"},
+        "flink_settings": {"type": "array", "items": {"type": "string"},
+                           "description": "key=value pairs as `flink run -D`: checked, and given to the new job"},
         "accept_state_loss": {"type": "array", "items": {"type": "string"},
                               "description": "operator uids/names whose state may be dropped (explicitly accepted)"},
         "savepoint_target_dir": {"type": "string", "description": "default: <savepoint root>/<job_name>"},

@@ -23,7 +23,16 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Param, dag, task
 from flink_gate import steps
-from flink_gate.dag_parts import CHECK, UPGRADE, check_params, in_section, notifiers, storage_param
+from flink_gate.dag_parts import (
+    CHECK,
+    UPGRADE,
+    check_params,
+    flip411_params,
+    in_section,
+    job_settings_params,
+    notifiers,
+    storage_param,
+)
 from flink_gate.failures import fail_once_on_bad_input
 from flink_gate.gate import FROM_CATALOGUE
 from flink_gate.operators.gate import FlinkUpgradeGateOperator
@@ -33,8 +42,12 @@ PARAMS = in_section(CHECK, {
                       title="Flink job", description="The job's name: names its savepoint prefix, its report "
                       "and (for an upgrade) the running Flink job."),
     "savepoint": Param("latest", type="string", minLength=1, title="Savepoint",
-                       description="s3://bucket/prefix/savepoint-…, a file:// path, or `latest`: the newest complete "
-                       "savepoint under <savepoint root>/<job>/."),
+                       description="One of: s3://bucket/prefix/savepoint-… or a file:// path (a savepoint or "
+                       "checkpoint directory, or its _metadata); `latest`: the newest complete savepoint under "
+                       "<savepoint root>/<job>/; `latest?job-id=<JobID>`: that Flink job's newest snapshot in a flat "
+                       "root; `latest:<dir>?job-id=<JobID>`: the same under another directory; "
+                       "`flink-rest://host:port/<job name or id>`: what the running job last completed; "
+                       "`k8s:<FlinkDeployment>.yaml`: the snapshot the Kubernetes operator recorded."),
     "savepoint_root": Param(None, type=["null", "string"], title="Savepoint root",
                             description="Prefix that holds one folder per job (used with `latest`). Empty: the "
                             "Airflow Variable upgrade_gate_savepoint_root."),
@@ -48,7 +61,8 @@ PARAMS = in_section(CHECK, {
                  "uploaded to Flink when the upgrade is performed."),
     "main_class": Param(None, type=["null", "string"], title="Main class", description="Entry class (default: the jar "
                         "manifest's Main-Class)."),
-    **check_params(section=CHECK),
+    **check_params(section=CHECK, flip411=False),
+    **job_settings_params(section=CHECK),
     "aws_conn_id": storage_param(section=CHECK),
 }) | in_section(UPGRADE, {
     "mode": Param("check", type="string", enum=["check", "upgrade"], title="Mode",
@@ -61,7 +75,6 @@ PARAMS = in_section(CHECK, {
                           description="Upgrade mode: the job to replace (default: the RUNNING job named as above)."),
     "flink_jar_id": Param(None, type=["null", "string"], title="Uploaded jar id",
                           description="Upgrade mode: a jar already uploaded to Flink (skips the upload)."),
-    "parallelism": Param(0, type="integer", minimum=0, title="Parallelism", description="0: the job's default."),
     "savepoint_target_dir": Param(None, type=["null", "string"], title="Savepoint target directory",
                                   description="Upgrade mode: where Flink writes the stop-with-savepoint "
                                   "(default: the cluster's state.savepoints.dir)."),
@@ -80,7 +93,7 @@ PARAMS = in_section(CHECK, {
                         "(single worker only)."),
     "flink_conn_id": Param("flink_default", type="string", title="Flink REST connection"),
     "timeout_s": Param(600, type="integer", minimum=10, title="Flink operation timeout (s)"),
-})
+}) | flip411_params()
 
 
 

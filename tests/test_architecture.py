@@ -20,8 +20,9 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("hashing", "upgrade_gate")
 LAYERS = ("hashing", "upgrade_gate.flink", "upgrade_gate.vocabulary", "upgrade_gate.storage", "upgrade_gate.gate",
           "upgrade_gate.repair", "upgrade_gate.cli")
-# what may import flink_bridge (which runs a JVM): the `export` command, and the tools and tests around it
-FLINK_BRIDGE_USERS = {"upgrade_gate/cli/commands/export.py"}
+# what may import flink_bridge (which runs a JVM): the `export` command, the Airflow jar path's export (the same
+# call with the job's settings, flink_gate/job_export.py), and the tools and tests around them
+FLINK_BRIDGE_USERS = {"upgrade_gate/cli/commands/export.py", "plugins/flink_gate/job_export.py"}
 FLINK_BRIDGE_DIRS = ("flink_bridge/", "tests/", "bench/")
 # the project's own top-level import names (plugins/ is on Airflow's path as `flink_gate`)
 PROJECT = {"hashing", "upgrade_gate", "flink_bridge", "flink_gate", "plugins", "spark_jobs", "dags", "tests", "bench",

@@ -35,15 +35,31 @@ GRAPH_LIMITS = documents.Limits(MAX_GRAPH_BYTES, MAX_VALUES, MAX_DEPTH, MAX_NUMB
 WHAT = "a graph file"
 
 
+ARCHIVE_MAGIC = b"PK\x03\x04"  # a jar is a zip archive (java.util.jar.JarFile)
+
+
+def _refuse_archive(head: bytes, origin: str) -> None:
+    """A job jar given where its graph belongs is the commonest mix-up: say how to get the graph from it."""
+    if head.startswith(ARCHIVE_MAGIC):
+        raise InputError(f"{origin}: a jar (zip archive), not a graph file; export the job's graph from it first: "
+                         f"upgrade-gate export --jar {origin} -p <the job's parallelism> -o graph.json")
+
+
 def read_document(path: str | Path) -> Any:
     """Parse JSON or YAML (by extension, falling back to content) and return the document."""
     p = Path(path)
+    try:
+        with p.open("rb") as f:  # before the size limit: a jar is larger than any graph
+            _refuse_archive(f.read(len(ARCHIVE_MAGIC)), str(p))
+    except OSError:
+        pass  # read_local_file says what is wrong with the path
     data = read_local_file(p, MAX_GRAPH_BYTES, what="a graph file (JSON or YAML)")
     return parse_bytes(data, str(p), yaml_first=p.suffix.lower() in (".yaml", ".yml"))
 
 
 def parse_bytes(data: bytes, origin: str, yaml_first: bool = False) -> Any:
     """`parse_text` of UTF-8 bytes (what `read_object` returns)."""
+    _refuse_archive(data[: len(ARCHIVE_MAGIC)], origin)
     return documents.parse_bytes(data, origin, what=WHAT, limits=GRAPH_LIMITS, yaml_first=yaml_first)
 
 

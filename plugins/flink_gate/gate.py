@@ -7,13 +7,14 @@ the same answer (docs/guarantees.md). The verdict itself is always the core's `u
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from flink_gate.failures import BadInput
 from hashing.operator_ids import compute_operator_ids
 from upgrade_gate.gate.check import check_upgrade
+from upgrade_gate.gate.flink_config import parse_settings
 from upgrade_gate.storage import discovery
 from upgrade_gate.storage.objects import read_graph
 
@@ -73,10 +74,12 @@ def savepoint_summary(metadata: Any, source: str) -> dict[str, Any]:
 
 
 def run_check(metadata: Any, graph_path: str, *, hasher: str, matching: str, allow_non_restored_state: bool,
-              flink_version: str | None) -> Any:
-    """Simulate the restore with the core and return its `CheckResult` (the same call the CLI makes)."""
+              flink_version: str | None, settings: Iterable[str] = (), flink_config: str | None = None) -> Any:
+    """Simulate the restore with the core and return its `CheckResult` (the same call the CLI makes, with the
+    CLI's `-D` pairs and `--flink-config`: the new job's configuration, judged by `upgrade_gate.gate.config_rules`)."""
     return check_upgrade(metadata, read_graph(graph_path), hasher=hasher, matching=matching,
-                         allow_non_restored_state=allow_non_restored_state, flink_version=flink_version or None)
+                         allow_non_restored_state=allow_non_restored_state, flink_version=flink_version or None,
+                         settings=tuple(parse_settings(settings)), flink_config=flink_config or None)
 
 
 def repair_offer(result: Any, metadata: Any, graph_path: str, *, hasher: str, matching: str,

@@ -23,14 +23,52 @@ MAX_NOTE_CHARS = 1000  # Airflow's note columns are 1000 characters
 
 
 def clip(text: str) -> str:
-    return text if len(text) <= MAX_NOTE_CHARS else text[: MAX_NOTE_CHARS - 1] + "…"
+    """At most Airflow's 1000 characters, keeping a trailing `— report: <url>` whole: the link is the note's point."""
+    if len(text) <= MAX_NOTE_CHARS:
+        return text
+    head, sep, link = text.rpartition(" — ")
+    if sep and len(link) < MAX_NOTE_CHARS // 2:
+        keep = MAX_NOTE_CHARS - len(sep) - len(link) - 1
+        return head[:keep] + "…" + sep + link
+    return text[: MAX_NOTE_CHARS - 1] + "…"
 
 
-def gate_note(verdict: str, bytes_at_risk: int | None, report_url: str, *, blocked: bool) -> str:
-    """`BLOCKED: STATE_MISROUTED, 4.8 KiB at risk — report: <url>` or `SAFE: no state at risk — …`."""
+def gate_note(verdict: str, bytes_at_risk: int | None, report_url: str, *, blocked: bool,
+              caveat: str | None = None) -> str:
+    """`BLOCKED: STATE_MISROUTED, 4.8 KiB at risk — report: <url>` or `SAFE: no state at risk — …`; `caveat`
+    (`export_caveat`) goes before the report link."""
+    extra = f"; {caveat}" if caveat else ""
     if not blocked:
-        return clip(f"{verdict}: the upgrade may proceed, no state at risk — report: {report_url}")
-    return clip(f"BLOCKED: {verdict}, {human_bytes(int(bytes_at_risk or 0))} at risk — report: {report_url}")
+        return clip(f"{verdict}: the upgrade may proceed, no state at risk{extra} — report: {report_url}")
+    return clip(f"BLOCKED: {verdict}, {human_bytes(int(bytes_at_risk or 0))} at risk{extra} — report: {report_url}")
+
+
+def upgrade_plan(p: dict[str, Any]) -> str:
+    """What an approval sets in motion, in the words of the run's own params: which job stops, where its savepoint
+    goes, what starts from it, and what happens if that does not restore (`upgrade_machine`, `rollback`)."""
+    stop = (f"Flink job {p['flink_job_id']}" if p.get("flink_job_id")
+            else f"the RUNNING Flink job named {p.get('job_name')}")
+    where = p.get("savepoint_target_dir") or "the cluster's state.savepoints.dir"
+    jar = p.get("jar") or (f"uploaded jar {p['flink_jar_id']}" if p.get("flink_jar_id") else "the new jar")
+    main = p.get("main_class") or "its manifest's Main-Class"
+    settings = list(p.get("flink_settings") or ())
+    how = f"parallelism {p['parallelism']}" if p.get("parallelism") else "the job's default parallelism"
+    how += f", -D {' -D '.join(settings)}" if settings else ""
+    back = (f"if it does not restore, {p['rollback_jar']} is restarted from the same savepoint"
+            if p.get("rollback_jar") or p.get("rollback_jar_id")
+            else "if it does not restore, nothing is restarted (no rollback jar): a person must act")
+    return (f"On Approve: {stop} is stopped with a savepoint into {where}; {jar} ({main}) starts from it with {how}; "
+            f"{back}.")
+
+
+def export_caveat(export: dict[str, Any] | None) -> str | None:
+    """What a verdict on a graph exported from the jar rests on, when the export had to guess
+    (`flink_gate.job_export`): the note must not read as a plain SAFE."""
+    warned = list((export or {}).get("warnings") or [])
+    if not warned:
+        return None
+    return (f"CAUTION: the jar export guessed {len(warned)} setting(s) that uid-less operators' IDs depend on "
+            f"(give the job's parallelism / -D settings; see the report's warnings)")
 
 
 def repair_note(verdict: str, offer: dict[str, Any], report_url: str) -> str:

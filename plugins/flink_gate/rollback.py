@@ -46,8 +46,8 @@ from flink_gate.upgrade_machine import (
 from flink_gate.upgrade_records import TERMINAL_STATES, LeaseLost, LeaseSlow, StoreUnavailable, UpgradeRecord
 
 ROLLBACK_KEYS = ("rollback_jar", "rollback_jar_id", "rollback_main_class")
-PLAN_KEYS = ("jar", "main_class", "flink_jar_id", "parallelism", "allow_non_restored_state", "savepoint_target_dir",
-             "timeout_s", "rollback_parallelism", "repair_savepoint", *ROLLBACK_KEYS)
+PLAN_KEYS = ("jar", "main_class", "flink_jar_id", "parallelism", "flink_settings", "allow_non_restored_state",
+             "savepoint_target_dir", "timeout_s", "rollback_parallelism", "repair_savepoint", *ROLLBACK_KEYS)
 
 
 class UpgradeRolledBack(RuntimeError):

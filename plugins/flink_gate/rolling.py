@@ -23,6 +23,7 @@ safe path segment), so `orders v2` and `orders_v2` never share one.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,10 @@ from upgrade_gate.gate import policy
 from upgrade_gate.storage.objects import read_graph
 from upgrade_gate.storage.state_files import state_stream_opener
 
-JOB_KEYS = ("graph", "jar", "main_class", "flink_job_id", "flink_jar_id", "savepoint", "parallelism",
+# the task's log: Airflow 3 routes the standard library's logging of a task process into the task log
+log = logging.getLogger(__name__)
+
+JOB_KEYS = ("graph", "jar", "main_class", "flink_job_id", "flink_jar_id", "savepoint", "parallelism", "flink_settings",
             # explicitly accepted state loss, per-job allowNonRestoredState, the way back
             "accept_state_loss", "allow_non_restored_state", "savepoint_target_dir", "repair_savepoint",
             *ROLLBACK_KEYS)
@@ -79,7 +83,7 @@ def _check_job(p: dict[str, Any], rdir: Path, savepoint_root: str) -> tuple[dict
     graph_path.write_bytes(storage.read_bytes(p["graph"]))
     result = gate.run_check(metadata, str(graph_path), hasher=p["hasher"], matching=p["matching"],
                             allow_non_restored_state=bool(p["allow_non_restored_state"]),
-                            flink_version=p.get("flink_version"))
+                            flink_version=p.get("flink_version"), settings=p.get("flink_settings") or ())
     check = result.to_json()
     client = storage.s3_client if storage.is_s3(metadata.source or "") else None
     check["repair"] = gate.repair_offer(result, metadata, str(graph_path), hasher=p["hasher"], matching=p["matching"],
@@ -132,7 +136,7 @@ def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict
                         try:
                             n({**context, "gate_alert": alert.to_payload()})
                         except Exception as exc:  # the rollout stops regardless
-                            context["ti"].log.error("notifier %s failed: %s", type(n).__name__, exc)
+                            log.error("notifier %s failed: %s", type(n).__name__, exc)
                     progress["jobs"][name] = {"status": "blocked", "wave": wave_no, "verdict": check["verdict"],
                                               "gate": decision.reason}
                     progress["stopped_by"] = {"job": name, "reason": f"gate: {decision.reason}"}
@@ -168,9 +172,9 @@ def release_leases(context: Any) -> None:
     for job in params.get("jobs") or []:
         try:
             if release_after_final_failure(_job_params(common, job), holder):
-                ti.log.warning("released the upgrade lease of %s held by the failed run %s", job["job_name"], holder)
+                log.warning("released the upgrade lease of %s held by the failed run %s", job["job_name"], holder)
         except Exception as exc:  # the lease then expires on its own
-            ti.log.error("could not release the upgrade lease of %s: %s", job.get("job_name"), exc)
+            log.error("could not release the upgrade lease of %s: %s", job.get("job_name"), exc)
 
 
 def report_url_of(job: str, run_id: str) -> str:

@@ -9,13 +9,12 @@ The upgrade task runs the crash-safe upgrade of `upgrade_machine.py` (with the w
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
-from flink_gate import gate, upgrade_records
+from flink_gate import gate, job_export, upgrade_records
 from flink_gate.hooks.storage import SavepointStorageHook
 from flink_gate.paths import report_url, run_dir
 from flink_gate.reports import ReportStore, safe_name
@@ -25,6 +24,9 @@ from hashing.migration import v2_to_v3
 from upgrade_gate.cli import report_html
 from upgrade_gate.storage.objects import read_graph
 from upgrade_gate.storage.state_files import state_stream_opener
+
+# the task's log: Airflow 3 routes the standard library's logging of a task process into the task log
+log = logging.getLogger(__name__)
 
 
 def _params(context: Any) -> dict[str, Any]:
@@ -62,7 +64,8 @@ def fetch_graph(context: Any) -> dict[str, Any]:
     """Bring the new job graph into the run's work directory as a one-job catalogue.
 
     A spec / execution plan is copied from storage; a jar (+ main class) is turned into a spec
-    by the core's exporter (`upgrade-gate export`, real Flink, nothing is run)."""
+    by the core's exporter with the job's own settings (`flink_gate.job_export`: real Flink, nothing is run).
+    The client's config file (`flink_config`) is brought here too: the check judges it."""
     p = _params(context)
     job = p["job_name"]
     rdir = run_dir(job, context["ti"].run_id)
@@ -71,32 +74,24 @@ def fetch_graph(context: Any) -> dict[str, Any]:
         shutil.rmtree(catalogue)
     catalogue.mkdir(parents=True)
     target = catalogue / f"{safe_name(job)}.json"
+    exported: dict[str, Any] | None = None
+    storage = SavepointStorageHook(p.get("aws_conn_id") or None)
+    config = job_export.local_config(p, rdir, storage)  # the export reads it, and the check judges it
     p["graph"] = gate.graph_location(p.get("graph"), job, p.get("jar"), _catalogue)
     if p.get("graph"):
-        data = SavepointStorageHook(p.get("aws_conn_id") or None).read_bytes(p["graph"])
+        data = storage.read_bytes(p["graph"])
         if str(p["graph"]).lower().endswith((".yaml", ".yml")):
             target = target.with_suffix(".yaml")
         target.write_bytes(data)
         source = p["graph"]
     elif p.get("jar"):
-        jar = p["jar"]
-        if "://" in jar and not jar.startswith("file:"):
-            local_jar = rdir / Path(jar).name
-            local_jar.write_bytes(SavepointStorageHook(p.get("aws_conn_id") or None).read_bytes(jar, 512 << 20))
-            jar = str(local_jar)
-        cmd = [sys.executable, "-m", "upgrade_gate", "export", "--jar", jar.removeprefix("file://"),
-               "--flink-version", "1.20" if str(p.get("flink_version", "2.3")).startswith("1.") else "2.3",
-               "-o", str(target)]
-        if p.get("main_class"):
-            cmd += ["--main-class", p["main_class"]]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-        if proc.returncode != 0:
-            raise RuntimeError(f"exporting the job graph of {p['jar']} failed: {proc.stderr.strip()[-2000:]}")
-        source = f"{p['jar']} ({p.get('main_class') or 'manifest Main-Class'})"
+        export = job_export.export_jar(p, rdir, target, storage, config, log)
+        source = f"{p['jar']} ({p.get('main_class') or 'manifest Main-Class'}); {export.assumptions}"
+        exported = export.to_json()
     else:
         raise gate.BadInput("give the new job graph: `graph` (spec or plan JSON URI) or `jar` (+ `main_class`)")
-    return {"graph_path": str(target), "catalogue": str(catalogue),
-            "graph_source": source}
+    return {"graph_path": str(target), "catalogue": str(catalogue), "graph_source": source, "export": exported,
+            "flink_config_path": config}
 
 
 # ---- simulate -----------------------------------------------------------------------------
@@ -121,8 +116,14 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
     metadata, source = hook.load_savepoint(savepoint["metadata_uri"])
     result = gate.run_check(metadata, graph["graph_path"], hasher=p["hasher"], matching=p["matching"],
                             allow_non_restored_state=bool(p["allow_non_restored_state"]),
-                            flink_version=p.get("flink_version"))
+                            flink_version=p.get("flink_version"), settings=p.get("flink_settings") or (),
+                            flink_config=graph.get("flink_config_path"))
+    exported = graph.get("export")
+    if exported and exported["warnings"]:  # the export's guesses belong to the verdict: JSON, report, alert
+        result = dataclasses.replace(result, warnings=(*exported["warnings"], *result.warnings))
     check = result.to_json()
+    if exported:
+        check["export"] = exported
     client = hook.s3_client if hook.is_s3(metadata.source or "") else None
     check["repair"] = gate.repair_offer(result, metadata, graph["graph_path"], hasher=p["hasher"],
                                         matching=p["matching"], flink_version=p.get("flink_version"),
@@ -136,7 +137,7 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
             "allow_non_restored_state": bool(p["allow_non_restored_state"]),
             "flink_version": p.get("flink_version"), "mode": p.get("mode"), "operator_ids": ids}
     gate.write_json(run_dir(job, ti.run_id) / "check.json", check)
-    page = report_html.render_html(result, new_graph=read_graph(graph["graph_path"]), states=states,
+    page = report_html.render_html(check, new_graph=read_graph(graph["graph_path"]), states=states,
                                    repair=check["repair"])
     path = ReportStore().publish(upgrade_records.report_name(job), ti.run_id, check, page, meta)
     # XCom gets the verdict's fields, bounded; every state's serializers and a large job's per-subtask detail
@@ -185,7 +186,7 @@ def approval_note(context: Any) -> None:
     at = answer.get("responded_at") or "?"
     job = _params(context).get("job_name")
     if chosen == "Approve":
-        text = f"APPROVED by {who or 'unknown'} at {at}: upgrading {job}"
+        text = f"APPROVED by {who or 'unknown'} at {at}: the upgrade of {job} went ahead"
     else:
         text = f"REJECTED by {who or 'unknown'} at {at}: nothing was upgraded, {job} was left running"
     context["ti"].xcom_push(key=NOTE_XCOM_KEY, value=clip(text))
@@ -209,12 +210,19 @@ def release_lease(context: Any) -> None:
     p = {**_params(context), **_run_ids(context)}
     try:
         if upgrade_records.release_after_final_failure(p, holder_of(p)):
-            context["ti"].log.warning("released the upgrade lease of %s held by the failed run", p["job_name"])
+            log.warning("released the upgrade lease of %s held by the failed run", p["job_name"])
     except Exception as exc:  # the lease then expires on its own
-        context["ti"].log.error("could not release the upgrade lease of %s: %s", p["job_name"], exc)
+        log.error("could not release the upgrade lease of %s: %s", p["job_name"], exc)
 
 
 def verify(context: Any, upgraded: dict[str, Any]) -> dict[str, Any]:
-    return verify_upgrade(_params(context), {**upgraded, "savepoint": restore_point(upgraded)})
+    """The new job restored from the upgrade's savepoint; the run's note says so (not only "approved")."""
+    from flink_gate.outcome import NOTE_XCOM_KEY, clip
+
+    verified = verify_upgrade(_params(context), {**upgraded, "savepoint": restore_point(upgraded)})
+    context["ti"].xcom_push(key=NOTE_XCOM_KEY, value=clip(
+        f"UPGRADED: {_params(context).get('job_name')} runs as Flink job {verified['job_id']}, restored from "
+        f"{verified['restored_from']} (was {upgraded.get('old_job_id')})"))
+    return verified
 
 

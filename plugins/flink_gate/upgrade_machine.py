@@ -37,6 +37,7 @@ from flink_gate.hooks.flink_rest import FlinkRestError, FlinkRestHook, FlinkRest
 from flink_gate.hooks.storage import SavepointStorageHook
 from flink_gate.upgrade_records import UpgradeRecord
 from upgrade_gate.gate import policy
+from upgrade_gate.gate.flink_config import parse_settings
 
 
 class NeedsOperator(RuntimeError):
@@ -259,7 +260,7 @@ def perform_upgrade(p: dict[str, Any], record: UpgradeRecord, graph_path: str, l
         metadata, _ = storage.load_savepoint(record["savepoint"])
         recheck = gate.run_check(metadata, graph_path, hasher=p["hasher"], matching=p["matching"],
                                  allow_non_restored_state=bool(p["allow_non_restored_state"]),
-                                 flink_version=p.get("flink_version")).to_json()
+                                 flink_version=p.get("flink_version"), settings=p.get("flink_settings") or ()).to_json()
         start_from = record["savepoint"]
         if not policy.decide(recheck, p.get("accept_state_loss")).passes:
             if not p.get("repair_savepoint"):
@@ -280,7 +281,9 @@ def perform_upgrade(p: dict[str, Any], record: UpgradeRecord, graph_path: str, l
         start_job(hook, p, record, "new_job_id", record["jar_id"], (record["old_job_id"],), check,
                   entry_class=p.get("main_class") or None, savepoint_path=restore_point(record),
                   allow_non_restored_state=bool(p["allow_non_restored_state"]),
-                  parallelism=p.get("parallelism") or None)
+                  parallelism=p.get("parallelism") or None,
+                  # the -D pairs the gate checked and the export built the graph with (`dag_parts.job_settings_params`)
+                  flink_configuration=dict(parse_settings(p.get("flink_settings") or ())) or None)
     return dict(record.doc)
 
 

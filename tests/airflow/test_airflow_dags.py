@@ -70,7 +70,10 @@ def test_dagbag_has_no_import_errors(stack):
     assert all(bag["descriptions"][d] for d in bag["dags"]), bag["descriptions"]
     # the trigger form: check settings apart from upgrade settings
     sections = bag["sections"][GATE_DAG]
-    assert sections["graph"] == sections["job_name"] == sections["hasher"] != sections["mode"]
+    assert sections["graph"] == sections["job_name"] == sections["parallelism"] != sections["mode"]
+    # FLIP-411's knobs below the fold: a section of their own, after the check and the upgrade
+    assert sections["hasher"] == sections["matching"] not in (sections["graph"], sections["mode"])
+    assert list(dict.fromkeys(sections.values()))[-1] == sections["hasher"], sections
     assert sections["mode"] == sections["require_approval"] == sections["rollback_jar"]
     assert bag["links"][GATE_DAG]["gate"] == ["Upgrade report"]
     assert bag["links"]["flink_fleet_scan"]["summary"] == ["Upgrade report"]

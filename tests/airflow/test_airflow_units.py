@@ -72,7 +72,7 @@ def test_no_alert_for_a_safe_upgrade_and_a_complete_one_otherwise():
 
 
 def test_the_note_a_person_reads_for_a_blocked_and_a_safe_gate():
-    from flink_gate.outcome import fleet_note, gate_note
+    from flink_gate.outcome import export_caveat, fleet_note, gate_note, rollout_note
 
     url = "http://ui/upgrade-gate/report/fraud-scoring/r1"
     assert gate_note("STATE_MISROUTED", 4866, url, blocked=True) == (
@@ -82,6 +82,15 @@ def test_the_note_a_person_reads_for_a_blocked_and_a_safe_gate():
     assert fleet_note(published, "http://s") == "BLOCKED 3 of 4 jobs (a, b, c), 3.0 MiB at risk — summary: http://s"
     assert fleet_note({"jobs": 2, "blocked": []}, "http://s") == "PASS: all 2 jobs SAFE — summary: http://s"
     assert len(gate_note("RESTORE_FAILS", 1, "http://x/" + "y" * 2000, blocked=True)) == 1000
+    # a long note is cut in the middle: the report link at its end stays whole (a cut URL leads nowhere)
+    left = [f"job-{i:04d}" for i in range(300)]
+    note = rollout_note({"stopped_at": {"job": "job-0000", "reason": "gate: RESTORE_FAILS"}, "left": left}, url)
+    assert len(note) == 1000 and note.endswith(f"… — report: {url}"), note[-200:]
+    # a verdict on a graph the jar export had to guess at never reads as a plain SAFE
+    warned = {"warnings": ["warning: the IDs of 2 operator(s) without a uid (a, b) depend on parallelism.default"]}
+    safe = gate_note("SAFE", 0, url, blocked=False, caveat=export_caveat(warned))
+    assert "CAUTION: the jar export guessed 1 setting(s)" in safe and safe.endswith(f" — report: {url}")
+    assert export_caveat({"warnings": []}) is None and export_caveat(None) is None
 
 
 def test_bad_input_is_not_retried_and_the_weather_is():

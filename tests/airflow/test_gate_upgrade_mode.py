@@ -178,7 +178,9 @@ def test_safe_upgrade_stops_with_a_savepoint_and_every_counter_continues(real):
         pytest.fail("needs v1 running (the blocked upgrade before must have left it alone)")
     savepoints = real.savepoints()
 
-    run = _run(real, real.conf("v2-compatible"))
+    # the -D pairs the gate checked reach the new job (Flink REST `flinkConfiguration`)
+    run = _run(real, real.conf("v2-compatible", flink_settings=["pipeline.operator-chaining.enabled=true",
+                                                                "execution.checkpointing.interval=7 s"]))
 
     assert run["state"] == "success", run["output"][-4000:]
     expected = {"fetch_savepoint": "success", "fetch_graph": "success", "compute_operator_ids": "success",
@@ -204,5 +206,7 @@ def test_safe_upgrade_stops_with_a_savepoint_and_every_counter_continues(real):
     assert set(last) == KEYS and {k: first.get(k) for k in KEYS} == {k: last[k] + 1 for k in KEYS}, (last, first)
     assert min(first.values()) > 1, "a counter restarted from zero"
     assert after.restored_seen() == before.snapshot_seen() > 0
+    # v1 ran without checkpointing; the new job checkpoints every 7 s because the run said so
+    assert real.hook.request("GET", f"/jobs/{new}/checkpoints/config").get("interval") == 7000
     real.current_job = new
     real.hook.cancel(new)

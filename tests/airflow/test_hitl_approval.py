@@ -266,6 +266,9 @@ def test_reject_leaves_the_running_job_alone_and_says_who_rejected(env):
     assert detail["options"] == ["Approve", "Reject"] and detail["response_received"] is False, detail
     assert detail["subject"] == f"Upgrade Flink job {JOB_NAME}?"
     assert "SAFE" in detail["body"] and f"/report/{JOB_NAME}/" in detail["body"], detail["body"]
+    # what an Approve sets in motion: which job stops, where its savepoint goes, what starts, the way back
+    assert f"the RUNNING Flink job named {JOB_NAME} is stopped with a savepoint into " in detail["body"], detail["body"]
+    assert "ugate-counter-v2-compatible.jar" in detail["body"] and "ugate-counter-v1.jar is restarted" in detail["body"]
     assert env.hook.job_status(v1) == "RUNNING"
 
     answered = env.answer(run_id, "Reject")
@@ -311,6 +314,7 @@ def test_approve_runs_the_upgrade_and_every_counter_continues(env):
     assert tasks["approve"] == "success" and tasks["no_approval_needed"] == "skipped", tasks
     assert tasks["upgrade"] == "success" and tasks["verify"] == "success", tasks
     assert f"APPROVED by {env.server.user} at " in (run["note"] or ""), run["note"]
+    assert "UPGRADED: " in run["note"] and "upgrading" not in run["note"], run["note"]
     up = env.upgrade_record()
     assert up is not None and up["state"] == "running-verified" and up.get("run") == f"{DAG}/{run_id}", up
     new = up["new_job_id"]

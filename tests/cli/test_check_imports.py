@@ -10,6 +10,7 @@ never here.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,7 +36,9 @@ def _loaded(tmp_path: Path, fmt: str) -> tuple[int, set[str]]:
     out = tmp_path / f"modules-{fmt}.json"
     argv = ["check", "--savepoint", str(CASE.parent / "savepoints" / "uids-p2"), "--graph", str(CASE / "graph-b.json"),
             "--flink-version", "2.3", "--format", fmt, "--output", str(tmp_path / f"report.{fmt}")]
-    subprocess.run([sys.executable, "-c", PROBE, str(out), *argv], cwd=REPO, check=True)
+    # a fixed width: on a narrow terminal a table becomes blocks of lines, drawn without Rich
+    subprocess.run([sys.executable, "-c", PROBE, str(out), *argv], cwd=REPO, check=True,
+                   env={**os.environ, "COLUMNS": "120"})
     seen = json.loads(out.read_text())
     return seen["code"], set(seen["modules"])
 

@@ -53,6 +53,18 @@ def test_bad_input_exits_2(cli, tmp_path) -> None:
     assert p.returncode == 2
 
 
+def test_a_jar_given_as_the_graph_says_how_to_export_it(cli, tmp_path) -> None:
+    """The commonest mix-up (issue 32): the job jar where its graph belongs. Not "not UTF-8 text": the way on."""
+    import zipfile
+
+    jar = tmp_path / "job.jar"
+    with zipfile.ZipFile(jar, "w") as z:
+        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nMain-Class: Job\n")
+    p = cli("check", "--savepoint", SP, "--graph", str(jar))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert f"{jar}: a jar (zip archive), not a graph file" in p.stderr and "upgrade-gate export --jar" in p.stderr
+
+
 def test_flink_120_cannot_read_a_23_savepoint(cli) -> None:
     p = cli("check", "--savepoint", SP, "--graph", str(R23 / "identical" / "graph-b.json"), "--flink-version", "1.20",
             "--format", "json")

@@ -70,6 +70,90 @@ def test_ids_and_mapping_tables_fit(capsys: pytest.CaptureFixture[str], graph: P
     assert ids <= set(HEX32.findall("\n".join(lines)))
 
 
+WIDTHS = (80, 100, 120)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("outcome", RESTORES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_check_at_every_width_keeps_ids_columns_and_words_whole(capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch, outcome: Path,
+                                                                 width: int) -> None:
+    """Issue 32: at 80 columns evidence was cut into 5-character fragments, `lost` vanished and ids were cut.
+    Now a table that cannot fit becomes one block per row; nothing is ever cut."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    d = outcome.parent
+    sp = (d / json.loads(outcome.read_text())["savepoint"]["fixture"]).resolve()
+    argv = ["check", "--savepoint", str(sp), "--graph", str(d / "graph-b.json"),
+            "--flink-version", ".".join(d.parent.name.split(".")[:2])]
+    lines = _lines(capsys, argv)
+    _fits(lines, width)
+    text = "\n".join(lines)
+    main([*argv, "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    found = set(HEX32.findall(text))
+    assert {o["operator_id"] for o in doc["operators"]} <= found  # every id whole
+    assert "lost" in text.split()  # the column (or the block's line) is there
+    words = set(text.split())
+    for entry in [*doc["losses"], *doc["misrouted"]]:
+        if entry.get("sql"):  # said in the query's terms in the table (check._in_query_terms)
+            continue
+        said = entry.get("reason") or entry["evidence"][0]
+        assert set(said.split()) <= words, sorted(set(said.split()) - words)[:5]  # no word is cut
+
+
+@pytest.mark.parametrize("outcome", RESTORES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_check_ends_with_a_plan_line_that_adds_up(capsys: pytest.CaptureFixture[str], outcome: Path) -> None:
+    """`terraform plan`-style: the last line says what happens to the state and whether the upgrade may go ahead."""
+    d = outcome.parent
+    sp = (d / json.loads(outcome.read_text())["savepoint"]["fixture"]).resolve()
+    argv = ["check", "--savepoint", str(sp), "--graph", str(d / "graph-b.json"),
+            "--flink-version", ".".join(d.parent.name.split(".")[:2])]
+    lines = _lines(capsys, argv)
+    last = " ".join(" ".join(lines[len(lines) - lines[::-1].index(""):]).split())  # the paragraph after the last blank
+    main([*argv, "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    at_risk = {x["operator_id"] for x in [*doc["losses"], *doc["misrouted"]]}
+    assert last.startswith("Plan: ") and f", {len(at_risk)} at risk (" in last, last
+    assert last.endswith("SAFE: the upgrade may proceed.") == (doc["verdict"] == "SAFE"), last
+    assert (f"BLOCKED ({doc['verdict']})" in last) == (doc["verdict"] != "SAFE"), last
+
+
+def test_the_verdict_is_coloured_on_a_terminal_only(tmp_path: Path) -> None:
+    """Red for a blocked verdict on a TTY; plain text in a pipe and with NO_COLOR set."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    d = RESTORES[0].parent
+    sp = (d / json.loads(RESTORES[0].read_text())["savepoint"]["fixture"]).resolve()
+    argv = [sys.executable, "-m", "upgrade_gate", "check", "--savepoint", str(sp), "--graph", str(d / "graph-b.json")]
+
+    def on_a_tty(env: dict[str, str]) -> bytes:
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen(argv, stdout=follower, stderr=subprocess.DEVNULL, env=env)
+        os.close(follower)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the child closed its side
+                break
+            if not chunk:
+                break
+            out += chunk
+        proc.wait(timeout=60)
+        os.close(leader)
+        return out
+
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    verdict = json.loads(subprocess.run([*argv, "--format", "json"], capture_output=True, text=True).stdout)["verdict"]
+    colour = b"32" if verdict == "SAFE" else b"31"
+    assert on_a_tty(env).startswith(b"\x1b[1;" + colour + b"mVERDICT: " + verdict.encode())
+    assert on_a_tty({**env, "NO_COLOR": "1"}).startswith(b"VERDICT: ")
+    assert subprocess.run(argv, capture_output=True).stdout.startswith(b"VERDICT: ")
+
+
 def test_inspect_prints_json_when_piped(capsys: pytest.CaptureFixture[str]) -> None:
     out = "\n".join(_lines(capsys, ["inspect", str(SAVEPOINTS[0])]))
     assert out.lstrip().startswith("{") and '"operators"' in out

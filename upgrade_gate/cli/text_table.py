@@ -18,6 +18,7 @@ from typing import Any
 __all__ = ["human_bytes", "paragraph", "render", "terminal_width"]
 
 DEFAULT_WIDTH = 100
+_GAP = 2  # between two columns: the box's blank divider and one cell of padding
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
@@ -52,31 +53,76 @@ def _plain_box() -> Any:
     return box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
 
 
+def _longest_word(values: Sequence[str]) -> int:
+    return max((len(w) for v in values for w in v.split()), default=0)
+
+
 def render(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None, *,
            wrap: Collection[str] = (), right: Collection[str] = (), width: int | None = None) -> str:
     """A table as text. `wrap`: headers of free-text columns that may wrap (the others never break);
-    `right`: numeric columns, right-aligned. Without `wrap`, the widest column wraps if it must."""
+    `right`: numeric columns, right-aligned. Without `wrap`, the widest column wraps if it must.
+
+    Free text wraps between words, never inside one (an operator id in an evidence sentence is a word). When the
+    columns cannot fit the terminal that way, every row becomes a block of `header: value` lines instead (as
+    `psql`'s expanded display does): a narrow terminal loses the grid, never a column or a piece of an id."""
     cells = [["" if v is None else str(v) for v in row] for row in rows]
+    width = width or terminal_width()
     if not wrap and cells:
         widest = max(range(len(headers)), key=lambda i: max(len(r[i]) for r in cells))
         wrap = {headers[widest]}
+    narrowest, natural = [], []  # free text: its longest word; everything else: whole values
+    for i, h in enumerate(headers):
+        column = [r[i] for r in cells]
+        natural.append(max([len(h), *(len(v) for v in column)]))
+        narrowest.append(_longest_word([h, *column]) if h in wrap else natural[-1])
+    gaps = _GAP * (len(headers) - 1)
+    if cells and sum(narrowest) + gaps > width:
+        return _records(headers, cells, title, width)
+    widths = _share(narrowest, natural, width - gaps)
     from rich.console import Console
     from rich.table import Table
 
     table = Table(box=_plain_box(), show_edge=False, pad_edge=False, header_style=None, expand=False,
                   padding=(0, 1, 0, 0))
-    for i, h in enumerate(headers):
-        if h in wrap:  # wider content gets a larger share of the room left by the fixed columns
-            longest = max([len(h), *(len(r[i]) for r in cells)])
-            table.add_column(h, overflow="fold", ratio=max(1, min(longest, 60) // 6),
-                             min_width=min(longest, max(len(h), 10)))
-        else:
-            table.add_column(h, no_wrap=True, justify="right" if h in right else "left")
+    for i, h in enumerate(headers):  # widths decided here: Rich's own shrinking can crop a line past the edge
+        table.add_column(h, width=widths[i], overflow="fold", no_wrap=h not in wrap,
+                         justify="right" if h in right else "left")
     for row in cells:
         table.add_row(*row)
     out = io.StringIO()
-    console = Console(file=out, width=width or terminal_width(), color_system=None, force_terminal=False,
+    console = Console(file=out, width=width, color_system=None, force_terminal=False,
                       highlight=False, markup=False, emoji=False, soft_wrap=False)
     console.print(table)
     lines = [line.rstrip() for line in out.getvalue().rstrip("\n").splitlines()]
     return "\n".join([paragraph(title, width=width), *lines] if title else lines)
+
+
+def _share(narrowest: list[int], natural: list[int], room: int) -> list[int]:
+    """Column widths within `room`: every column at least its narrowest; then the columns that lack least are made
+    whole first (fewest wrapped cells: a short state note stays on its line while a long reason wraps); what is left
+    goes to the others in proportion to what they lack."""
+    widths = list(narrowest)
+    spare = room - sum(widths)
+    for i in sorted(range(len(widths)), key=lambda i: natural[i] - widths[i]):
+        lack = natural[i] - widths[i]
+        if 0 < lack <= spare:
+            widths[i], spare = natural[i], spare - lack
+    lacking = {i: natural[i] - widths[i] for i in range(len(widths)) if natural[i] > widths[i]}
+    total = sum(lacking.values())
+    for i, lack in lacking.items():
+        add = min(lack, spare * lack // total) if total else 0
+        widths[i] += add
+    return widths
+
+
+def _records(headers: Sequence[str], cells: list[list[str]], title: str | None, width: int) -> str:
+    """Each row as its first cell on a line of its own, then `header: value` lines wrapped between words."""
+    label = max(len(h) for h in headers[1:]) if len(headers) > 1 else 0
+    lines = [paragraph(title, width=width)] if title else []
+    for row in cells:
+        lines.append(paragraph(f"{headers[0]} {row[0]}", width=width))  # a word wider than the terminal breaks
+        for h, v in zip(headers[1:], row[1:], strict=True):
+            if v:
+                lines.append(paragraph(f"  {h.ljust(label)}  {v}", indent=" " * (label + 4), width=width))
+        lines.append("")
+    return "\n".join(lines).rstrip("\n")

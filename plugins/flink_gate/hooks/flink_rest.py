@@ -433,8 +433,11 @@ class FlinkRestHook(BaseHook):
 
     def run_jar(self, jar_id: str, *, entry_class: str | None = None, savepoint_path: str | None = None,
                 allow_non_restored_state: bool = False, parallelism: int | None = None,
-                program_args: list[str] | None = None, job_id: str | None = None) -> str:
+                program_args: list[str] | None = None, job_id: str | None = None,
+                flink_configuration: dict[str, str] | None = None) -> str:
         """Start the jar's job (from a savepoint when given); returns the new job id.
+
+        `flink_configuration`: `-D` pairs for this job (`JarRequestBody#flinkConfiguration`, Flink 1.17+).
 
         Pass `job_id` (record it first): if the answer is lost, `job_or_none(job_id)` tells whether
         the job was started. Sent once; an unknown outcome raises `FlinkRestUnknown`."""
@@ -449,6 +452,8 @@ class FlinkRestHook(BaseHook):
             body["parallelism"] = parallelism
         if program_args:
             body["programArgsList"] = list(program_args)
+        if flink_configuration:
+            body["flinkConfiguration"] = dict(flink_configuration)
         # Never retried here: a retried POST without a job id could start the job twice.
         return _field(self.request("POST", f"/jars/{jar_id}/run", json=body), "jobid", f"POST /jars/{jar_id}/run")
 

@@ -26,7 +26,14 @@ from flink_gate.alerts import build_alert
 from flink_gate.gate import proceeds_by_repair
 from flink_gate.links import UpgradeReportLink
 from flink_gate.notifications.base import ALERT_XCOM_KEY
-from flink_gate.outcome import NOTE_XCOM_KEY, REPORT_URL_XCOM_KEY, gate_note, repair_note
+from flink_gate.outcome import (
+    NOTE_XCOM_KEY,
+    REPORT_URL_XCOM_KEY,
+    export_caveat,
+    gate_note,
+    repair_note,
+    upgrade_plan,
+)
 from flink_gate.reports import ReportStore
 
 
@@ -54,16 +61,18 @@ class FlinkUpgradeGateOperator(BaseOperator):
         summary = self.check
         ti = context["ti"]
         ti.xcom_push(key=REPORT_URL_XCOM_KEY, value=summary["report_url"])
+        params = dict(context.get("params") or {})
+        caveat = export_caveat(summary["check"].get("export"))  # a jar export that had to guess a setting
         alert = build_alert(summary["check"], job=summary["job"], run_id=ti.run_id, dag_id=ti.dag_id,
                             savepoint=summary["savepoint"], report_url=summary["report_url"])
         if alert is None:
             ti.xcom_push(key=NOTE_XCOM_KEY, value=gate_note(summary["verdict"], 0, summary["report_url"],
-                                                             blocked=False))
+                                                             blocked=False, caveat=caveat))
             self.log.info("%s: verdict %s, the upgrade may proceed. Report: %s", summary["job"],
                           summary["verdict"], summary["report_url"])
             return {"job": summary["job"], "verdict": summary["verdict"], "passed": True,
-                    "approval": "The gate found the upgrade SAFE (no state is lost)."}
-        if proceeds_by_repair(summary["check"], dict(context.get("params") or {})):
+                    "approval": f"The gate found the upgrade SAFE (no state is lost). {upgrade_plan(params)}"}
+        if proceeds_by_repair(summary["check"], params):
             # asked to repair, and a repaired savepoint makes the upgrade SAFE: on to the approval, no alert
             offer = summary["check"]["repair"]
             note = repair_note(alert.verdict, offer, summary["report_url"])
@@ -75,11 +84,11 @@ class FlinkUpgradeGateOperator(BaseOperator):
                     "approval": f"The gate BLOCKED the upgrade as it is ({alert.verdict}), and a repaired savepoint "
                                 f"makes it SAFE: on approval the job is stopped with a savepoint, a repaired copy is "
                                 f"written beside it ({what}; the savepoint itself is not modified), checked again, "
-                                f"and the new job starts from the copy."}
+                                f"and the new job starts from the copy. {upgrade_plan(params)}"}
 
         payload = alert.to_payload()
         ti.xcom_push(key=ALERT_XCOM_KEY, value=payload)
-        note = gate_note(alert.verdict, alert.bytes_at_risk, summary["report_url"], blocked=True)
+        note = gate_note(alert.verdict, alert.bytes_at_risk, summary["report_url"], blocked=True, caveat=caveat)
         ti.xcom_push(key=NOTE_XCOM_KEY, value=note)
         self.log.warning("%s", alert.to_text())
         failures = []

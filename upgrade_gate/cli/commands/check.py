@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -156,7 +157,36 @@ def render_table(res: CheckResult, offer: dict[str, Any] | None = None) -> str:
         lines += ["", *refused]
     for w in res.warnings:
         lines.append(paragraph(f"warning: {w}"))
+    lines += ["", paragraph(plan_line(res))]
     return "\n".join(lines) + "\n"
+
+
+def plan_line(res: CheckResult) -> str:
+    """The last line, as `terraform plan` ends: what happens to every operator's state, the bytes at risk, and
+    whether the upgrade may go ahead. A misrouted state usually is a loss too: its bytes count once."""
+    from upgrade_gate.cli.text_table import human_bytes
+
+    at_risk: dict[str, int] = {}
+    for x in (*res.losses, *res.misrouted):
+        at_risk[x["operator_id"]] = max(at_risk.get(x["operator_id"], 0), int(x.get("bytes") or 0))
+    kept = sum(1 for o in res.operators if o["state_bytes"] and o["matched_by"] != "none"
+               and o["operator_id"] not in at_risk)
+    new = sum(1 for o in res.operators if o.get("note", "").startswith("new operator"))
+    total = sum(o["state_bytes"] for o in res.operators)
+    risk = sum(at_risk.values())
+    outcome = (f"BLOCKED ({res.verdict})" if res.verdict.blocks else "SAFE: the upgrade may proceed")
+    return (f"Plan: {kept} operator(s) keep their state, {new} new start empty, {len(at_risk)} at risk "
+            f"({human_bytes(risk)} of {human_bytes(total)}); {outcome}.")
+
+
+def _coloured(text: str) -> str:
+    """The verdict line in colour on a terminal (green SAFE, red otherwise); never in a file, a pipe or with
+    NO_COLOR (no-color.org) set."""
+    if os.environ.get("NO_COLOR") or not sys.stdout.isatty() or os.environ.get("TERM") == "dumb":
+        return text
+    first, sep, rest = text.partition("\n")
+    colour = "32" if first == f"VERDICT: {Verdict.SAFE}" else "31"
+    return f"\033[1;{colour}m{first}\033[0m{sep}{rest}"
 
 
 def _savepoint(args: argparse.Namespace) -> Any:
@@ -232,5 +262,5 @@ def run(args: argparse.Namespace) -> int:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(_coloured(text) if args.format == "table" else text)
     return 0 if res.verdict is Verdict.SAFE else 1
