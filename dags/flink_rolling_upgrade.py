@@ -3,9 +3,10 @@
 Manual. One canary wave, then batches of N. Each job: newest savepoint → restore simulation →
 (upgrade mode, SAFE only) stop-with-savepoint, start the new jar from it, verify the restore.
 The rollout stops at the first blocked gate or failed upgrade and reports which jobs were
-upgraded, which one stopped it, and which were left. A blocked gate is an outcome: `outcome` ends
-skipped with the note "BLOCKED at <job> (gate: …): upgraded N, …; not upgraded: … — report: <link>" on
-the task and the run, and the run stays green; a failed upgrade or a crash fails the run.
+upgraded, which one stopped it, and which were left. A rollout a gate stopped is not a done one: `outcome`
+fails (never retried) with the note "BLOCKED at <job> (gate: …): upgraded N, …; not upgraded: … — report:
+<link>" on the task and the run, so the run is red wherever runs are counted; a failed upgrade or a crash
+fails the run too, noted "FAILED, no verdict" (flink_gate.listeners), and a finished rollout is green.
 Wiring only; see plugins/flink_gate/rolling.py.
 """
 
@@ -84,9 +85,9 @@ def flink_rolling_upgrade() -> None:
 
     @task(retries=0)
     def outcome(result: dict, **context) -> dict:
-        """Say who was upgraded, skipped and left. A gate that stopped the rollout is an outcome: the task
-        ends skipped with a note (the run stays green); a job whose check or upgrade crashed fails the run."""
-        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+        """Say who was upgraded, skipped and left. A gate that stopped the rollout fails the task with the
+        BLOCKED note (the run is not done, and reads red); a job whose check or upgrade crashed fails it too."""
+        from airflow.sdk.exceptions import AirflowFailException
         from flink_gate.outcome import NOTE_XCOM_KEY, rollout_note
 
         print(f"upgraded: {result['upgraded']}; checked SAFE: {result['checked_safe']}; "
@@ -99,7 +100,7 @@ def flink_rolling_upgrade() -> None:
         note = rollout_note(result, url)
         context["ti"].xcom_push(key=NOTE_XCOM_KEY, value=note)
         if stopped:
-            raise AirflowSkipException(note)
+            raise AirflowFailException(note)
         return result
 
     outcome(roll_out(plan_waves()))

@@ -8,11 +8,11 @@ Manual (`schedule=None`), triggered from the Airflow UI's form. Wiring only; the
                                                                               ├─ approve (HITL) ─┐
                                                                               └─ no_approval_needed ┴─ upgrade ── verify
 
-A blocking verdict is an outcome, not a crash: `gate` alerts, then ends *skipped*, every upgrade step
-after it is skipped and the run succeeds, with the note "BLOCKED: STATE_MISROUTED, 4.8 KiB at risk —
-report: …" on the gate task and the run (written by the plugin's listener). A crash stays a red
-failed task. Bad input (no graph, a savepoint path that names nothing, a malformed spec) fails its
-task once, without retries; storage timeouts and 5xx keep their retries.
+A blocked upgrade is not a done one: `gate` alerts, then *fails* (never retried), nothing after it runs and
+the run ends failed, with the note "BLOCKED: STATE_MISROUTED, 4.8 KiB at risk — report: …" on the gate task
+and the run (written by the plugin's listener). A crash fails another task and its run is noted "FAILED, no
+verdict: <task> failed". SAFE is green. Bad input (no graph, a savepoint path that names nothing, a
+malformed spec) fails its task once, without retries; storage timeouts and 5xx keep their retries.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ def main() -> int:
             note = _run_note(s, "flink_upgrade_gate")
             if note:
                 print(f"   run note (what the Airflow grid shows): {note}")
+                print("   (its report link is served by the Airflow UI: `make ui` runs one; here, the file below)")
             if entries:
                 print(f"   report: {entries[0].path / 'report.html'}")
             if alerts:

@@ -200,8 +200,101 @@ def build_alert(result: dict[str, Any], *, job: str, run_id: str, dag_id: str, s
                      remedies=tuple(_text(r) for r in result.get("remedies", [])), repair=result.get("repair"))
 
 
-def alert_from_payload(payload: dict[str, Any]) -> GateAlert:
+WORST_SHOWN = 10  # jobs named in a fleet digest; the summary page lists every one
+
+
+@dataclass(frozen=True)
+class FleetDigest:
+    """One alert for a whole fleet scan (issue 32: a 1,000-job scan sent 290 alerts, one per blocked job):
+    counts by verdict, the worst jobs first (the most severe verdict, then the most state at risk), and the
+    link to the summary page, which searches, filters and pages every job. Rendered by the same notifiers as
+    `GateAlert` (the same attributes), so each channel gets one message per scan."""
+
+    EVENT = "flink_fleet_scan_blocked"
+
+    run_id: str
+    dag_id: str
+    jobs: int
+    blocked: int
+    verdicts: dict[str, int]
+    bytes_at_risk: int
+    worst: tuple[dict[str, Any], ...]
+    report_url: str
+    repairable: int = 0
+    unchecked: int = 0
+
+    @property
+    def job(self) -> str:
+        return "fleet scan"
+
+    @property
+    def verdict(self) -> str:
+        return f"{self.blocked} of {self.jobs} jobs BLOCKED"
+
+    @property
+    def title(self) -> str:
+        counts = ", ".join(f"{v} {n}" for v, n in sorted(self.verdicts.items()) if v != "SAFE" and n)
+        return (f"[upgrade gate] fleet scan: {self.blocked} of {self.jobs} jobs BLOCKED ({counts}), "
+                f"{_human_bytes(self.bytes_at_risk)} at risk")
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"event": self.EVENT, "title": self.title, "dag_id": self.dag_id, "run_id": self.run_id,
+                "jobs": self.jobs, "blocked": self.blocked, "verdicts": dict(self.verdicts),
+                "bytes_at_risk": self.bytes_at_risk, "repairable": self.repairable, "unchecked": self.unchecked,
+                "worst": [dict(w) for w in self.worst], "report_url": self.report_url, "text": self.to_text()}
+
+    def to_text(self) -> str:
+        lines = [self.title]
+        if self.repairable:
+            lines.append(f"{self.repairable} of them repairable by `upgrade-gate repair` (see each job's report)")
+        if self.unchecked:
+            lines.append(f"{self.unchecked} job(s) could not be checked")
+        lines.append(f"Worst {len(self.worst)}:" if self.blocked > len(self.worst) else "Blocked:")
+        for w in self.worst:
+            lines.append(f"  • {w['job']}: {w['verdict']}, {_human_bytes(int(w.get('bytes_at_risk') or 0))} at risk"
+                         f" — {w.get('report_url', '')}")
+        lines.append(f"Summary (every job, searchable): {self.report_url}")
+        return "\n".join(lines)
+
+    def to_slack_text(self) -> str:
+        return slack_escape(self.to_text())
+
+    def to_html(self) -> str:
+        rows = "".join(
+            f"<tr><td><a href='{html.escape(str(w.get('report_url', '')))}'>{html.escape(str(w['job']))}</a></td>"
+            f"<td>{html.escape(str(w['verdict']))}</td><td>{_human_bytes(int(w.get('bytes_at_risk') or 0))}</td></tr>"
+            for w in self.worst)
+        return (f"<h2>{html.escape(self.title)}</h2><table border='1' cellpadding='4'><tr><th>job</th><th>verdict</th>"
+                f"<th>at risk</th></tr>{rows}</table>"
+                f"<p><a href='{html.escape(self.report_url)}'>Fleet summary: every job</a></p>")
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> FleetDigest:
+        return cls(run_id=payload["run_id"], dag_id=payload["dag_id"], jobs=int(payload["jobs"]),
+                   blocked=int(payload["blocked"]), verdicts=dict(payload["verdicts"]),
+                   bytes_at_risk=int(payload["bytes_at_risk"]), worst=tuple(payload["worst"]),
+                   report_url=payload["report_url"], repairable=int(payload.get("repairable") or 0),
+                   unchecked=int(payload.get("unchecked") or 0))
+
+
+def worst_jobs(rows: list[dict[str, Any]], limit: int = WORST_SHOWN) -> list[dict[str, Any]]:
+    """The blocked fleet rows, worst first: the most severe verdict (`Verdict.severity`), then the most bytes."""
+    from upgrade_gate.vocabulary import Verdict
+
+    def severity(row: dict[str, Any]) -> int:
+        try:
+            return Verdict(str(row["verdict"])).severity
+        except ValueError:  # ERROR: the job could not be checked
+            return 0
+
+    blocked = [r for r in rows if severity(r) > 0]  # SAFE is 0; so is a job that could not be checked
+    return sorted(blocked, key=lambda r: (-severity(r), -int(r.get("bytes_at_risk") or 0), str(r["job"])))[:limit]
+
+
+def alert_from_payload(payload: dict[str, Any]) -> GateAlert | FleetDigest:
     """Re-create an alert from its webhook payload (the notifiers get it through XCom)."""
+    if payload.get("event") == FleetDigest.EVENT:
+        return FleetDigest.from_payload(payload)
     ops = tuple(OperatorAtRisk(o["operator_id"], o["name"], int(o["lost_bytes"]), tuple(o["state_names"]),
                                o.get("reason", "")) for o in payload["operators"])
     return GateAlert(job=payload["job"], verdict=payload["verdict"], run_id=payload["run_id"],

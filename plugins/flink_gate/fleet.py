@@ -2,8 +2,11 @@
 
 The verdicts come from `spark_jobs/fleet_check.py` (the core's `check_upgrade` per job, in the
 executors). Here each job's row becomes a report in the same store the gate DAG publishes to
-(the UI view lists both), and every blocked job gets the same alert the gate sends. Alerts are
-recorded in the report's meta, so a retried task does not alert twice for the same run.
+(the UI view lists both), and the scan sends one alert, a digest (`alerts.FleetDigest`: counts by verdict,
+the worst jobs, the summary link), however many jobs it blocked: a 1,000-job scan sent 290 alerts
+before (issue 32). The digest is recorded in the summary report's meta, so a retried task does not
+alert twice for the same run. A job that could not be checked (verdict ERROR) is counted, never alerted
+on as blocked.
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flink_gate.alerts import build_alert
+from flink_gate.alerts import FleetDigest, worst_jobs
 from flink_gate.paths import report_url, work_root
 from flink_gate.reports import ReportStore, report_name, safe_name
 from upgrade_gate.cli.report_html import render_fleet, render_report
 from upgrade_gate.gate import policy
+from upgrade_gate.vocabulary import Verdict
 
 FLEET_REPORT_JOB = "fleet-scan"  # the pseudo-job the fleet summary is published under
 
@@ -63,38 +67,41 @@ def publish(context: Any, summary: dict[str, Any], check_dir: str) -> dict[str, 
                       {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": row.get("metadata"),
                        "graph": row.get("spec"), "hasher": row.get("hasher"), "matching": row.get("matching"),
                        "allow_non_restored_state": row.get("allow_non_restored_state"), "source": "fleet_scan"})
-        if policy.blocks(check["verdict"]):
+        if check["verdict"] in Verdict.__members__ and policy.blocks(check["verdict"]):
             blocked.append(row["job"])
     # the fleet's own "verdict" is the gate word of fleet_check's summary: PASS or BLOCK
     fleet_check = {"verdict": str(summary.get("gate") or "BLOCK"), "operators": [],
                    "losses": [], "remedies": [], "summary": summary, "jobs": table}
     store.publish(FLEET_REPORT_JOB, ti.run_id, fleet_check, render_fleet(summary, table),
                   {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": "", "source": "fleet_scan"})
+    worst = [{**w, "report_url": report_url(report_name(w["job"]), ti.run_id)} for w in worst_jobs(table)]
     return {"gate": summary.get("gate"), "jobs": len(rows), "verdicts": summary.get("verdicts"),
             "blocked": blocked, "bytes_at_risk": summary.get("bytes_at_risk"), "unchecked": summary.get("errors"),
-            "repairable": summary.get("repairable_jobs", 0)}
+            "repairable": summary.get("repairable_jobs", 0), "worst": worst}
 
 
 def alert(context: Any, published: dict[str, Any], notifiers: list[Any]) -> list[str]:
-    """Send the gate alert for every blocked job once per run; returns the jobs alerted now."""
+    """Send the scan's one digest alert when it blocked any job, once per run; returns the jobs it names."""
     ti = context["ti"]
+    if not published["blocked"]:
+        return []
     store = ReportStore()
-    sent = []
-    for job in published["blocked"]:
-        entry = store.get(report_name(job), safe_name(ti.run_id))
-        if entry is None or entry.meta.get("alert_sent"):
-            continue
-        check = json.loads((entry.path / "check.json").read_text())
-        a = build_alert(check, job=job, run_id=ti.run_id, dag_id=ti.dag_id, savepoint=str(check.get("savepoint")),
-                        report_url=report_url(report_name(job), ti.run_id))
-        if a is None:
-            continue
-        failures = []
-        for n in notifiers:
-            try:
-                n({**context, "gate_alert": a.to_payload()})
-            except Exception as exc:  # one channel down must not silence the others
-                failures.append(f"{type(n).__name__}: {exc}")
+    entry = store.get(FLEET_REPORT_JOB, safe_name(ti.run_id))
+    if entry is not None and entry.meta.get("alert_sent"):
+        return []
+    digest = FleetDigest(run_id=ti.run_id, dag_id=ti.dag_id, jobs=int(published["jobs"]),
+                         blocked=len(published["blocked"]), verdicts=dict(published.get("verdicts") or {}),
+                         bytes_at_risk=int(published.get("bytes_at_risk") or 0),
+                         worst=tuple(published.get("worst") or ()),
+                         report_url=report_url(FLEET_REPORT_JOB, ti.run_id),
+                         repairable=int(published.get("repairable") or 0),
+                         unchecked=int(published.get("unchecked") or 0))
+    failures = []
+    for n in notifiers:
+        try:
+            n({**context, "gate_alert": digest.to_payload()})
+        except Exception as exc:  # one channel down must not silence the others
+            failures.append(f"{type(n).__name__}: {exc}")
+    if entry is not None:
         store.update_meta(entry.job, entry.run, alert_sent=not failures, alert_failures=failures)
-        sent.append(job)
-    return sent
+    return list(published["blocked"])

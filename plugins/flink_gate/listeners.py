@@ -16,14 +16,15 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
-from flink_gate.outcome import NOTE_XCOM_KEY, clip
+from flink_gate.outcome import NOTE_XCOM_KEY, clip, crash_note
 
 log = logging.getLogger(__name__)
 GATE_DAGS = ("flink_upgrade_gate", "flink_fleet_scan", "flink_rolling_upgrade")
 
 
-def write_notes(dag_run: Any) -> list[str]:
-    """Copy the run's gate notes into its task instance notes and its run note; returns them."""
+def write_notes(dag_run: Any, failed: bool = False) -> list[str]:
+    """Copy the run's gate notes into its task instance notes and its run note; returns them. A `failed` run
+    without a gate note crashed: its run note says so (`outcome.crash_note`)."""
     from airflow import settings
     from airflow.models.dagrun import DagRun
     from airflow.models.xcom import XComModel
@@ -52,6 +53,11 @@ def write_notes(dag_run: Any) -> list[str]:
         if ti is not None and not ti.note:
             ti.note = clip(text)
         notes.append(text)
+    if failed and not any(n.startswith("BLOCKED") for n in notes):
+        # a crash, or an approved upgrade that failed: first, so that a red run never reads as SAFE or BLOCKED
+        failed_tasks = sorted(ti.task_id for ti in dag_run.get_task_instances(session=session)
+                              if str(ti.state) == "failed")
+        notes.insert(0, crash_note(failed_tasks))
     if notes and not dag_run.note:
         dag_run.note = clip(" · ".join(notes))
     session.flush()
@@ -59,9 +65,9 @@ def write_notes(dag_run: Any) -> list[str]:
     return notes
 
 
-def _safely(dag_run: Any) -> None:
+def _safely(dag_run: Any, failed: bool = False) -> None:
     try:
-        write_notes(dag_run)
+        write_notes(dag_run, failed)
     except Exception:  # a note must never fail the scheduler's state update
         log.exception("upgrade gate: could not write the run note of %s", getattr(dag_run, "run_id", "?"))
 
@@ -73,4 +79,4 @@ def on_dag_run_success(dag_run: Any, msg: str) -> None:
 
 @hookimpl
 def on_dag_run_failed(dag_run: Any, msg: str) -> None:
-    _safely(dag_run)
+    _safely(dag_run, failed=True)

@@ -1,12 +1,13 @@
-"""How a gate run says what it decided, in Airflow's own places: a note on the run and the task.
+"""How a gate run says what it decided, in Airflow's own places: the run's state and a note on the run and task.
 
-A blocked upgrade is an outcome, not a crash. The gate task writes its verdict (report, alert,
-XCom) and then ends *skipped*, so the grid shows "the gate worked and stopped the upgrade" (every
-upgrade step skipped, the run green) apart from a crash (a red failed task, the run failed). The
-sentence a person reads is pushed to XCom under `NOTE_XCOM_KEY`; the plugin's listener
-(`flink_gate.listeners`) copies it into the task instance note and the DAG run note when the run
-ends: a task has no supported way to write notes itself (the Task SDK's execution API has none),
-the scheduler that finishes the run does.
+A blocked upgrade is not a done one. The gate task writes its verdict (report, alert, XCom) and then
+fails without a retry, so the run is red wherever people count runs (DAG list, runs list, overview,
+grid) and only SAFE is green (issue 32: a green blocked run was counted as done). The note tells a
+blocked run from a crash: "BLOCKED: <verdict>, <bytes> at risk — report: <url>" on the gate, against
+"FAILED, no verdict: <task> failed" (`crash_note`) for a run that crashed. The sentence is pushed to
+XCom under `NOTE_XCOM_KEY`; the plugin's listener (`flink_gate.listeners`) copies it into the task
+instance note and the DAG run note when the run ends: a task has no supported way to write notes
+itself (the Task SDK's execution API has none), the scheduler that finishes the run does.
 
 No Airflow import here: the operator, the fleet task, the listener and the tests share it.
 """
@@ -69,6 +70,12 @@ def export_caveat(export: dict[str, Any] | None) -> str | None:
         return None
     return (f"CAUTION: the jar export guessed {len(warned)} setting(s) that uid-less operators' IDs depend on "
             f"(give the job's parallelism / -D settings; see the report's warnings)")
+
+
+def crash_note(failed_tasks: list[str]) -> str:
+    """A failed run with no verdict (a crash, bad input, an upgrade that failed): not to be read as BLOCKED."""
+    tasks = ", ".join(failed_tasks) or "a task"
+    return clip(f"FAILED, no verdict: {tasks} failed (see the task log); this is not a gate verdict")
 
 
 def repair_note(verdict: str, offer: dict[str, Any], report_url: str) -> str:

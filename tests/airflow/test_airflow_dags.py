@@ -4,9 +4,10 @@ Real everything: SeaweedFS holds savepoints real Flink wrote and the job graphs 
 (tests/fixtures/restores/2.3.0/<scenario>), the core computes the operator IDs and simulates the
 restore, and the alert goes over HTTP to a real local receiver.
 
-A blocked upgrade is an outcome, not a crash: the run succeeds, the gate task is skipped with every
-upgrade step after it, and the gate task and the run carry the note "BLOCKED: <verdict>, <bytes> at
-risk — report: <link>" (what a person reads in the grid). A bad input fails its task once.
+A blocked upgrade is not a done one: the gate task fails (once), nothing after it runs, the run is
+failed, and the gate task and the run carry the note "BLOCKED: <verdict>, <bytes> at risk — report:
+<link>" (what a person reads in the grid and the runs list). A crash is failed too, noted "FAILED, no
+verdict: <task> failed". A bad input fails its task once.
 """
 
 from __future__ import annotations
@@ -113,13 +114,14 @@ def test_safe_upgrade_passes_without_alert(stack, gate_runs):
 
 
 def _assert_blocked(run, job, verdict, stack):
-    # blocked is an outcome: the run did its job (green), the gate is skipped and so is every upgrade step
-    assert run["state"] == "success", run["output"][-3000:]
+    # blocked is not done: the run is failed (red wherever runs are counted), the gate is the failed task,
+    # nothing after it ran; the note below tells it from a crash
+    assert run["state"] == "failed", run["output"][-3000:]
     for task in ("fetch_savepoint", "fetch_graph", "compute_operator_ids", "simulate_restore"):
         assert run["tasks"][task] == "success", (task, run["tasks"])
-    assert run["tasks"]["gate"] == "skipped"
+    assert run["tasks"]["gate"] == "failed"
     for task in BLOCKED_DOWNSTREAM:
-        assert run["tasks"][task] == "skipped", (task, run["tasks"])
+        assert run["tasks"][task] == "upstream_failed", (task, run["tasks"])
     assert len(run["alerts"]) == 1, run["alerts"]
     body = run["alerts"][0]["body"]
     entry, check = _report(stack, job)
@@ -191,11 +193,22 @@ def test_fleet_scan_publishes_reports_and_alerts_incompatible_jobs(stack):
     from demo.stack import SCENARIOS, expected_verdict
 
     expected = {job: expected_verdict(job) for job in SCENARIOS}
-    assert sorted(a["body"]["job"] for a in alerts) == sorted(j for j, v in expected.items() if v != "SAFE")
-    assert {a["body"]["job"]: a["body"]["verdict"] for a in alerts} == {
-        j: v for j, v in expected.items() if v != "SAFE"}
-    for a in alerts:
-        assert a["body"]["dag_id"] == "flink_fleet_scan" and a["body"]["bytes_at_risk"] > 0
+    # one alert per scan, a digest: counts by verdict, the blocked jobs worst first, the summary's link
+    assert len(alerts) == 1, [a["body"].get("title") for a in alerts]
+    digest = alerts[0]["body"]
+    blocked_jobs = {j: v for j, v in expected.items() if v != "SAFE"}
+    assert digest["event"] == "flink_fleet_scan_blocked" and digest["dag_id"] == "flink_fleet_scan"
+    assert digest["jobs"] == len(SCENARIOS) and digest["blocked"] == len(blocked_jobs)
+    wanted = {str(v): list(blocked_jobs.values()).count(v) for v in set(blocked_jobs.values())}
+    assert {v: n for v, n in digest["verdicts"].items() if v != "SAFE" and n} == wanted, (digest["verdicts"], wanted)
+    assert {w["job"]: w["verdict"] for w in digest["worst"]} == blocked_jobs
+    from upgrade_gate.vocabulary import Verdict
+
+    ranks = [(Verdict(w["verdict"]).severity, w["bytes_at_risk"]) for w in digest["worst"]]
+    assert ranks == sorted(ranks, key=lambda r: (-r[0], -r[1])), ranks  # worst first
+    assert digest["bytes_at_risk"] > 0 and digest["report_url"].endswith("/upgrade-gate/report/fleet-scan/"
+                                                                            + digest["report_url"].rsplit("/", 1)[1])
+    assert all(w["job"] in digest["text"] for w in digest["worst"]) and digest["report_url"] in digest["text"]
     runs = {e.job: e for e in ReportStore(stack.reports_dir).entries() if e.meta.get("dag_id") == "flink_fleet_scan"}
     assert {j: e.verdict for j, e in runs.items()} == {**expected, "fleet-scan": "BLOCK"}
     summary = json.loads((runs["fleet-scan"].path / "check.json").read_text())["summary"]
@@ -231,9 +244,9 @@ def test_rolling_upgrade_stops_at_the_first_blocked_gate(stack):
     before = len(stack.receiver.received)
     state, tasks, output = stack.dags_test("flink_rolling_upgrade", {"jobs": jobs, "canary": 1, "batch_size": 1,
                                                                      "mode": "check"})
-    # a gate that stops the rollout is an outcome: the run is green, `outcome` skipped with a note
-    assert state == "success", output[-3000:]
-    assert tasks == {"plan_waves": "success", "roll_out": "success", "outcome": "skipped"}, tasks
+    # a rollout a gate stopped is not done: the run is failed, `outcome` is the failed task, with the note
+    assert state == "failed", output[-3000:]
+    assert tasks == {"plan_waves": "success", "roll_out": "success", "outcome": "failed"}, tasks
     assert "skipped: ['fraud-scoring']; left: ['payments-dedup']" in output, output[-3000:]
     alerts = stack.receiver.received[before:]
     assert [a["body"]["job"] for a in alerts] == ["fraud-scoring"]
@@ -263,6 +276,12 @@ def test_bad_input_fails_once_and_stays_red(stack):
                            "order by rowid desc limit 1", (GATE_DAG,)).fetchone()[0]
     assert tries == 1  # failed once: the same input would fail the same way on every retry
     assert stack.receiver.received[before:] == []
+    # red like a blocked run, but never read as one: the note says there is no verdict
+    with sqlite3.connect(stack.home / "airflow.db") as db:
+        run_id = db.execute("select run_id from dag_run where dag_id=? order by id desc limit 1",
+                            (GATE_DAG,)).fetchone()[0]
+    run_note, _ = notes(stack, GATE_DAG, run_id)
+    assert run_note and run_note.startswith("FAILED, no verdict: fetch_graph failed"), run_note
 
 
 def test_the_form_refuses_a_run_without_a_graph(stack):

@@ -156,3 +156,49 @@ def test_names_reach_slack_and_mail_as_text_and_the_webhook_exactly(stack):
     finally:
         receiver.stop()
         mailbox.close()
+
+
+DIGEST_SCRIPT = HOSTILE_SCRIPT
+
+
+def test_a_fleet_scan_digest_is_one_message_per_channel_with_the_worst_jobs(stack):
+    """Issue 32: a fleet scan sends one digest, however many jobs it blocked; each channel renders it, job names
+    escaped as in a single job's alert."""
+    from flink_gate.alerts import FleetDigest, worst_jobs
+
+    rows = [{"job": f"job-{i:03d}", "verdict": v, "bytes_at_risk": i * 100}
+            for i, v in enumerate(["SAFE", "STATE_LOSS", "RESTORE_FAILS", "STATE_MISROUTED"] * 75)]
+    rows.append({"job": "pay<!channel>", "verdict": "RESTORE_FAILS", "bytes_at_risk": 10**9})
+    rows.append({"job": "unreadable", "verdict": "ERROR", "bytes_at_risk": 0})
+    worst = [{**w, "report_url": f"http://ui/upgrade-gate/report/{w['job']}/r1"} for w in worst_jobs(rows)]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    digest = FleetDigest(run_id="scheduled__1", dag_id="flink_fleet_scan", jobs=len(rows), blocked=226,
+                         verdicts=counts, bytes_at_risk=123456, worst=tuple(worst),
+                         report_url="http://ui/upgrade-gate/report/fleet-scan/scheduled__1", unchecked=1)
+    # worst first: every RESTORE_FAILS before any misrouting, most bytes first; never SAFE, never ERROR
+    assert [w["job"] for w in worst[:2]] == ["pay<!channel>", "job-298"] and len(worst) == 10
+    assert all(w["verdict"] == "RESTORE_FAILS" for w in worst)
+
+    receiver = AlertReceiver()
+    mailbox = _Mailbox()
+    t = threading.Thread(target=asyncore.loop, kwargs={"timeout": 0.2}, daemon=True)
+    t.start()
+    try:
+        _run(stack, digest.to_payload(), receiver.port, mailbox.socket.getsockname()[1], DIGEST_SCRIPT)
+        by_path = {r["path"]: r["body"] for r in receiver.received}
+        assert sorted(by_path) == ["/hook", "/services/T0/B0/secret-token"], sorted(by_path)  # one message each
+        hook = by_path["/hook"]
+        assert hook["event"] == "flink_fleet_scan_blocked" and hook["blocked"] == 226 and hook["jobs"] == 302
+        assert [w["job"] for w in hook["worst"]] == [w["job"] for w in worst]
+        slack = by_path["/services/T0/B0/secret-token"]["text"]
+        assert "226 of 302 jobs BLOCKED" in slack and digest.report_url in slack
+        assert "pay&lt;!channel&gt;" in slack and "<!channel>" not in slack
+        assert len(mailbox.messages) == 1
+        msg = email.message_from_string(mailbox.messages[0][2])
+        html = "".join(p.get_payload(decode=True).decode() for p in msg.walk() if p.get_content_type() == "text/html")
+        assert "job-298" in html and "pay&lt;!channel&gt;" in html and digest.report_url in html
+    finally:
+        receiver.stop()
+        mailbox.close()

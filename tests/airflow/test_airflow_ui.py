@@ -4,11 +4,14 @@
 Chromium driven by Selenium. Three runs of `flink_upgrade_gate` side by side:
 
 * blocked, triggered from the form (its *Check* section; the form refuses an empty graph): fraud-scoring,
-  whose keyed state real Flink hands to an operator that never reads it. The grid shows a green run
-  with a *skipped* gate and the note "BLOCKED: STATE_MISROUTED, 4.8 KiB at risk — report: …"; the
-  gate's "Upgrade report" extra link opens the report;
-* SAFE (orders-enrichment, through the REST API): a green gate with the SAFE note;
-* crashed (a graph that does not exist): a red failed `fetch_graph`, tried once, and a failed run.
+  whose keyed state real Flink hands to an operator that never reads it. A blocked upgrade is not a done
+  one: the run is failed, the failed task is the gate, and the note "BLOCKED: STATE_MISROUTED, 4.8 KiB at
+  risk — report: …" says why; the gate's "Upgrade report" extra link opens the report;
+* SAFE (orders-enrichment, through the REST API): a green run and gate with the SAFE note;
+* crashed (a graph that does not exist): a red failed `fetch_graph`, tried once, a failed run, and the note
+  "FAILED, no verdict: fetch_graph failed …" that tells it from a blocked one.
+
+The runs list and the DAG list show the same: SAFE green, blocked and crashed failed, each with its note.
 
 Screenshots of the grid for each run, the trigger form, and every report page (single report, the
 fleet summary) go to .work/airflow-screenshots/.
@@ -133,21 +136,39 @@ NOTE = re.compile(r"BLOCKED: STATE_MISROUTED, [\d.]+ (?:B|KiB|MiB) at risk — r
 
 
 def _login(driver, standalone):
+    """Log in through Airflow's form, unless this browser session already is (the module shares one browser:
+    Airflow's Simple auth manager keeps the session's token in the `_token` cookie)."""
     from selenium.webdriver.common.by import By
 
     driver.get(f"{standalone.url}/")
+    if driver.get_cookie("_token"):
+        return
     user = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "input[name=username]"), what="login form")
     user.send_keys(standalone.user)
     driver.find_element(By.CSS_SELECTOR, "input[type=password]").send_keys(standalone.password)
     driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    _wait(driver, lambda d: d.get_cookie("_token"), what="logged in")
 
 
 def _red(css_colour: str) -> bool:
     """Chakra's red as the browser reports it: `oklch(L C H)` with a red hue, or an `rgb(...)`."""
+    if re.fullmatch(r"#[0-9a-fA-F]{6}", css_colour):
+        r, g, b = (int(css_colour[i:i + 2], 16) for i in (1, 3, 5))
+        return r > 150 and g < 100 and b < 100
     nums = [float(x) for x in re.findall(r"[\d.]+", css_colour)]
     if css_colour.startswith("oklch") and len(nums) >= 3:
         return nums[1] > 0.1 and (nums[2] < 40 or nums[2] > 350)
     return len(nums) >= 3 and nums[0] > 150 and nums[1] < 100 and nums[2] < 100
+
+
+def _colour(driver, badge) -> str:
+    """A state badge's colour: its background, or (a task with a note gets a corner mark, drawn as a gradient
+    over the same colour) Chakra's palette colour the gradient is made of."""
+    plain = badge.value_of_css_property("background-color")
+    if plain not in ("rgba(0, 0, 0, 0)", "transparent"):
+        return plain
+    return driver.execute_script("return getComputedStyle(arguments[0])"
+                                 ".getPropertyValue('--chakra-colors-color-palette-solid').trim()", badge)
 
 
 def _cell(driver, run_id, task_id):
@@ -241,14 +262,15 @@ def test_safe_blocked_and_crashed_runs_read_differently(stack, standalone, brows
     blocked, safe, crashed = tis("blocked"), tis("safe"), tis("crashed")
     assert runs["blocked"]["conf"]["job_name"] == job and runs["blocked"]["conf"]["graph"] == stack.inputs[job]["graph"]
     assert expected_verdict(job) == "STATE_MISROUTED"
-    assert runs["blocked"]["state"] == "success" and blocked["gate"]["state"] == "skipped", blocked["gate"]
-    assert all(blocked[t]["state"] == "skipped" for t in ("decide", "approve", "upgrade", "verify"))
+    assert runs["blocked"]["state"] == "failed" and blocked["gate"]["state"] == "failed", blocked["gate"]
+    assert blocked["gate"]["try_number"] == 1  # a verdict is not retried
+    assert all(blocked[t]["state"] == "upstream_failed" for t in ("decide", "approve", "upgrade", "verify"))
     assert NOTE.fullmatch(runs["blocked"]["note"]) and blocked["gate"]["note"] == runs["blocked"]["note"]
     assert runs["safe"]["state"] == "success" and safe["gate"]["state"] == "success"
     assert runs["safe"]["note"].startswith("SAFE: the upgrade may proceed")
     assert runs["crashed"]["state"] == "failed" and crashed["fetch_graph"]["state"] == "failed"
     assert crashed["fetch_graph"]["try_number"] == 1 and crashed["gate"]["state"] == "upstream_failed"
-    assert runs["crashed"]["note"] is None  # no verdict, so nothing to say but the red task
+    assert runs["crashed"]["note"].startswith("FAILED, no verdict: fetch_graph failed"), runs["crashed"]["note"]
 
     # the grid, as a person reads it: the note beside each run, the square of each task
     base = f"{standalone.url}/dags/flink_upgrade_gate/runs"
@@ -256,16 +278,38 @@ def test_safe_blocked_and_crashed_runs_read_differently(stack, standalone, brows
     _wait(driver, lambda d: "BLOCKED: STATE_MISROUTED" in d.find_element(By.TAG_NAME, "body").text,
           what="blocked note")
     header = driver.find_element(By.TAG_NAME, "body").text
-    assert "Skipped" in header and re.search(r"BLOCKED: STATE_MISROUTED, [\d.]+ KiB at risk — report:", header)
+    assert "Failed" in header and re.search(r"BLOCKED: STATE_MISROUTED, [\d.]+ KiB at risk — report:", header)
     driver.save_screenshot(str(shots / "ui-grid-blocked.png"))
-    colours = {name: _cell(driver, ids[name], task).value_of_css_property("background-color")
-               for name, task in (("blocked", "gate"), ("safe", "gate"), ("crashed", "fetch_graph"))}
-    assert _red(colours["crashed"]) and not _red(colours["blocked"]) and not _red(colours["safe"]), colours
+
+    # the runs list, where people filter by state: SAFE success, blocked and crashed failed
+    driver.get(f"{standalone.url}/dags/flink_upgrade_gate/runs")
+
+    def rows(d):
+        found = {}
+        for tr in d.find_elements(By.CSS_SELECTOR, "tbody tr"):
+            flat = "".join(tr.text.split())
+            for name, run_id in ids.items():
+                if "".join(run_id.split()) in flat:
+                    found[name] = tr.text
+        return found if len(found) == len(ids) else None
+
+    listed = _wait(driver, rows, what="runs list")
+    driver.save_screenshot(str(shots / "ui-runs-list.png"))
+    assert "Success" in listed["safe"] and "Failed" not in listed["safe"], listed
+    assert "Failed" in listed["blocked"] and "Failed" in listed["crashed"], listed
+    # the DAG list's latest run is a failed one, not a green "success" for a blocked upgrade
+    driver.get(f"{standalone.url}/dags")
+    _wait(driver, lambda d: "flink_upgrade_gate" in d.find_element(By.TAG_NAME, "body").text, what="dag list")
+    driver.save_screenshot(str(shots / "ui-dag-list.png"))
 
     driver.get(f"{base}/{ids['safe']}")
     _wait(driver, lambda d: "SAFE: the upgrade may proceed" in d.find_element(By.TAG_NAME, "body").text,
           what="SAFE note")
     driver.save_screenshot(str(shots / "ui-grid-safe.png"))
+    # the grid's squares, read where none of them is the selected one: blocked is red like a crash, SAFE is not
+    colours = {name: _colour(driver, _cell(driver, ids[name], task))
+               for name, task in (("blocked", "gate"), ("safe", "gate"), ("crashed", "fetch_graph"))}
+    assert _red(colours["crashed"]) and _red(colours["blocked"]) and not _red(colours["safe"]), colours
 
     driver.get(f"{base}/{ids['crashed']}/tasks/fetch_graph")
     _wait(driver, lambda d: f"{missing}: no such object" in d.find_element(By.TAG_NAME, "body").text,
@@ -319,3 +363,88 @@ def test_safe_blocked_and_crashed_runs_read_differently(stack, standalone, brows
     plugins = _api(standalone, "/api/v2/plugins")["plugins"]
     views = [v for p in plugins for v in p.get("external_views", [])]
     assert any(v["href"] == "/upgrade-gate/" for v in views), views
+
+
+def test_a_10000_job_fleet_summary_loads_searches_and_pages(stack, standalone, browser):
+    """Issue 32: a 1,000-job summary page was 63,000 pixels tall with no search, filter or paging. A summary of
+    10,000 jobs (the fleet_check row shape) opens at 100 rows a page, worst first; the search box, a verdict chip
+    and the pager work in the browser, and the page stays short."""
+    from flink_gate.fleet import FLEET_REPORT_JOB
+    from flink_gate.reports import ReportStore
+    from selenium.webdriver.common.by import By
+
+    verdicts = ("SAFE", "STATE_LOSS", "STATE_MISROUTED", "RESTORE_FAILS")
+    rows = [{"job": f"job-{i:05d}", "verdict": verdicts[i % 4], "bytes_at_risk": (i % 4 != 0) * (i * 37 % 100000),
+             "state_bytes": i * 100, "verdict_with_remedies": None, "error": None, "flink_error": None}
+            for i in range(10000)]
+    counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in verdicts}
+    run = "scheduled__2026-11-26T00_00_00_00_00"
+    summary = {"gate": "BLOCK", "jobs": len(rows), "verdicts": counts,
+               "bytes_at_risk": sum(r["bytes_at_risk"] for r in rows)}
+    store = ReportStore(stack.reports_dir)
+    store.publish(FLEET_REPORT_JOB, run, {"verdict": "BLOCK", "operators": [], "losses": [], "remedies": [],
+                                          "summary": summary, "jobs": rows}, "<p>fleet</p>",
+                  {"dag_id": "flink_fleet_scan", "run_id": run})
+    driver = browser
+    _login(driver, standalone)
+    base = f"{standalone.url}/upgrade-gate/report/{FLEET_REPORT_JOB}/{run}"
+    started = time.monotonic()
+    driver.get(base)
+    pager = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#pager-top"), what="fleet pager").text
+    loaded = time.monotonic() - started
+    shown = driver.find_elements(By.CSS_SELECTOR, "tr.fleet-row")
+    assert len(shown) == 100 and "Jobs 1–100 of 10000" in pager and "page 1 of 100" in pager, pager
+    assert shown[0].get_attribute("data-job") == max((r for r in rows if r["verdict"] == "RESTORE_FAILS"),
+                                                     key=lambda r: r["bytes_at_risk"])["job"]  # worst first
+    height = driver.execute_script("return document.body.scrollHeight")
+    assert height < 10000, height  # one page of rows, not 10,000
+    driver.save_screenshot(str(_shot_dir() / "ui-fleet-10000.png"))
+    # the pager: next goes to rows 101-200
+    driver.find_element(By.CSS_SELECTOR, "#pager-top a[rel=next]").click()
+    _wait(driver, lambda d: "page 2 of 100" in d.find_element(By.CSS_SELECTOR, "#pager-top").text, what="page 2")
+    assert len(driver.find_elements(By.CSS_SELECTOR, "tr.fleet-row")) == 100
+    # the search box: a job name fragment, through the real form (GET, allowed by the view's CSP)
+    box = driver.find_element(By.CSS_SELECTOR, "#search input[name=q]")
+    box.send_keys("job-0999")
+    driver.find_element(By.CSS_SELECTOR, "#search button[type=submit]").click()
+    _wait(driver, lambda d: "q=job-0999" in d.current_url, what="search submitted")
+    found = [r.get_attribute("data-job") for r in
+             _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "tr.fleet-row"), what="search results")]
+    assert sorted(found) == [f"job-0999{i}" for i in range(10)], found
+    # a verdict chip on top of the search keeps the search
+    driver.find_element(By.CSS_SELECTOR, "#filters a.badge.v-RESTORE_FAILS").click()
+    _wait(driver, lambda d: "verdict=RESTORE_FAILS" in d.current_url, what="verdict filter")
+    found = [r.get_attribute("data-job") for r in driver.find_elements(By.CSS_SELECTOR, "tr.fleet-row")]
+    assert found and all(rows[int(j[4:])]["verdict"] == "RESTORE_FAILS" and j.startswith("job-0999") for j in found)
+    print(f"10,000-job fleet summary: first page in {loaded:.2f} s, {height} px tall")
+
+
+def test_the_report_index_searches_and_pages(stack, standalone, browser):
+    """The index lists 50 jobs a page, the newest 5 runs of each, and searches by job name."""
+    from flink_gate.reports import ReportStore
+    from selenium.webdriver.common.by import By
+
+    store = ReportStore(stack.reports_dir)
+    for i in range(120):
+        store.publish(f"idx-job-{i:03d}", "manual__1", {"verdict": "SAFE", "operators": [], "losses": [],
+                                                         "remedies": []}, "<p/>", {"dag_id": "flink_upgrade_gate"})
+    for r in range(7):  # one job with more runs than the index lists
+        store.publish("idx-job-000", f"manual__{r + 2}", {"verdict": "SAFE", "operators": [], "losses": [],
+                                                           "remedies": []}, "<p/>", {"dag_id": "flink_upgrade_gate"})
+    driver = browser
+    _login(driver, standalone)
+    driver.get(f"{standalone.url}/upgrade-gate/?q=idx-job")
+    pager = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#pager-top"), what="index pager").text
+    assert "120 jobs" in pager and "page 1 of 3" in pager, pager
+    assert len(driver.find_elements(By.CSS_SELECTOR, "h2.job")) == 50
+    older = driver.find_element(By.PARTIAL_LINK_TEXT, "every run of idx-job-000")
+    older.click()
+    _wait(driver, lambda d: "job=idx-job-000" in d.current_url, what="one job's runs")
+    assert len(driver.find_elements(By.CSS_SELECTOR, "tbody tr")) == 8  # every run of that job
+    driver.get(f"{standalone.url}/upgrade-gate/")
+    box = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#search input[name=q]"), what="index search")
+    box.send_keys("idx-job-11")
+    driver.find_element(By.CSS_SELECTOR, "#search button[type=submit]").click()
+    _wait(driver, lambda d: "q=idx-job-11" in d.current_url, what="index search submitted")
+    names = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "h2.job")]
+    assert names == [f"idx-job-{i}" for i in range(110, 120)], names

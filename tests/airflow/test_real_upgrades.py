@@ -207,9 +207,9 @@ def test_incompatible_upgrade_is_blocked_before_the_job_is_touched(real, v1, cas
 
     run = real.rollout(real.job_conf(variant, **extra))
 
-    # blocked is an outcome, not a crash: the run is green and `outcome` skipped (its note says why)
-    assert run["state"] == "success", run["output"][-3000:]
-    assert run["tasks"] == {"plan_waves": "success", "roll_out": "success", "outcome": "skipped"}, run["tasks"]
+    # a rollout a gate stopped is not done: the run is failed, `outcome` the failed task (its note says why)
+    assert run["state"] == "failed", run["output"][-3000:]
+    assert run["tasks"] == {"plan_waves": "success", "roll_out": "success", "outcome": "failed"}, run["tasks"]
     record = run["rollout"]["jobs"][JOB_NAME]
     assert record["status"] == "blocked" and record["verdict"] == verdict, record
     # v1 untouched: still RUNNING, no job started or stopped, no savepoint taken, changed or disposed

@@ -225,11 +225,11 @@ def _leaks(secret: dict[str, str], where: str, text: str) -> list[str]:
 
 def test_the_blocked_run_used_every_secret_and_alerted_every_channel(stack, secret_run):
     secret = secret_run["secret"]
-    assert secret_run["run"]["state"] == "success"  # blocked is an outcome: the gate is skipped, not red
+    assert secret_run["run"]["state"] == "failed"  # blocked: the gate is the failed task, after reading S3
     with sqlite3.connect(secret_run["db"]) as conn:
         tasks = dict(conn.execute("select task_id, state from task_instance where dag_id=? and run_id=?",
                                   ("flink_upgrade_gate", secret_run["run_id"])).fetchall())
-    assert tasks["simulate_restore"] == "success" and tasks["gate"] == "skipped", tasks  # read S3 with the keys
+    assert tasks["simulate_restore"] == "success" and tasks["gate"] == "failed", tasks  # read S3 with the keys
     by_path = {r["path"]: r for r in secret_run["http"]}
     assert sorted(by_path) == ["/", f"/services/T0/B0/{secret['slack token']}"], sorted(by_path)
     hook = by_path["/"]

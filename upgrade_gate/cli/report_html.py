@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -43,6 +43,7 @@ VERDICT_COLOURS: dict[str, str] = {Verdict.SAFE: "#2e7d32", Verdict.STATE_LOSS: 
                                    Verdict.RESTORE_FAILS: "#c62828"}
 _ALIASES = {"PASS": Verdict.SAFE, "BLOCK": Verdict.RESTORE_FAILS}
 UNKNOWN_COLOUR = "#757575"
+FLEET_PAGE = 100  # fleet jobs per page in the view
 
 
 def colour(verdict: Any) -> str:
@@ -580,18 +581,34 @@ def fleet_rows(rows: Iterable[dict[str, Any]], *, sort: str = "severity", order:
 
 def render_fleet(summary: dict[str, Any], rows: list[dict[str, Any]], *, links: dict[str, str] | None = None,
                  sort: str = "severity", order: str = "desc", verdict: str | None = None, q: str | None = None,
-                 base_url: str | None = None, **page: Any) -> str:
+                 base_url: str | None = None, page_no: int = 1, per_page: int = FLEET_PAGE,
+                 link_for: Callable[[str], str | None] | None = None, **page: Any) -> str:
     """The fleet summary table (job x verdict x bytes at risk). `base_url` (the view) turns the headers
-    and verdict chips into sort/filter links; the standalone file lists the rows worst first."""
-    shown = fleet_rows(rows, sort=sort, order=order, verdict=verdict, q=q)
+    and verdict chips into sort/filter links, adds a search form and pages the rows (`page_no`, `per_page`:
+    a 10,000-job scan is 100 pages, not one 60,000-pixel table); `link_for` names each shown job's report
+    (asked only for the rows on the page). The standalone file lists every row, worst first."""
+    matching = fleet_rows(rows, sort=sort, order=order, verdict=verdict, q=q)
+    pages = max(1, -(-len(matching) // per_page)) if base_url else 1
+    page_no = min(max(1, page_no), pages)
+    shown = matching[(page_no - 1) * per_page: page_no * per_page] if base_url else matching
+    links = dict(links or {})
+    if link_for is not None:
+        for r in shown:
+            job = str(r.get("job", ""))
+            if job not in links and (href := link_for(job)):
+                links[job] = href
     current = {"sort": sort, "order": order, "verdict": verdict, "q": q}
 
     def q_url(**changes: Any) -> str:
-        """This page's URL with some parameters changed (None drops one), keys in a stable order."""
-        args = {k: v for k, v in sorted({**current, **changes}.items()) if v not in (None, "")}
+        """This page's URL with some parameters changed (None drops one), keys in a stable order; a change of
+        sort, filter or search starts again at page 1."""
+        args = {k: v for k, v in sorted({**current, **changes}.items()) if v not in (None, "") and k != "page"}
+        if changes.get("page", 1) != 1:
+            args["page"] = changes["page"]
         return f"{base_url}?{urlencode(args)}"
 
-    return render_page("fleet.html.j2", summary=summary, rows=shown, total=len(rows), links=links or {},
+    return render_page("fleet.html.j2", summary=summary, rows=shown, total=len(rows), matching=len(matching),
+                       first=(page_no - 1) * per_page + 1, page_no=page_no, pages=pages, links=links,
                        sort=sort, order=order, verdict_filter=verdict, q=q, base_url=base_url, q_url=q_url,
                        gate=str(summary.get("gate") or "BLOCK"), **page)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
-from flink_gate.alerts import GateAlert, alert_from_payload
+from flink_gate.alerts import FleetDigest, GateAlert, alert_from_payload
 
 ALERT_XCOM_KEY = "gate_alert"
 
@@ -25,13 +25,13 @@ class GateNotifier(BaseNotifier, ABC):
         super().__init__()
         self.gate_task_id = gate_task_id
 
-    def alert_for(self, context: Any) -> GateAlert | None:
+    def alert_for(self, context: Any) -> GateAlert | FleetDigest | None:
         payload = context.get("gate_alert") if hasattr(context, "get") else None
         if payload is None and context.get("ti") is not None:
             payload = context["ti"].xcom_pull(task_ids=self.gate_task_id, key=ALERT_XCOM_KEY)
         if not payload:
             return None
-        return payload if isinstance(payload, GateAlert) else alert_from_payload(payload)
+        return payload if isinstance(payload, GateAlert | FleetDigest) else alert_from_payload(payload)
 
     def enabled(self) -> bool:
         """A channel whose connection id (or recipient) renders empty is switched off."""
@@ -48,5 +48,5 @@ class GateNotifier(BaseNotifier, ABC):
         self.send(alert)
 
     @abstractmethod
-    def send(self, alert: GateAlert) -> None:
-        """Deliver the alert over this notifier's channel (webhook, Slack, SMTP)."""
+    def send(self, alert: GateAlert | FleetDigest) -> None:
+        """Deliver the alert (one job's, or a fleet scan's digest) over this notifier's channel."""

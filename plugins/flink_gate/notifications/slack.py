@@ -7,7 +7,7 @@ not a channel-wide ping, and `<http://evil|click>` is not a link.
 
 from __future__ import annotations
 
-from flink_gate.alerts import GateAlert, slack_escape
+from flink_gate.alerts import FleetDigest, GateAlert, slack_escape
 from flink_gate.notifications.base import GateNotifier
 
 
@@ -23,7 +23,7 @@ class GateSlackWebhookNotifier(GateNotifier):
     def enabled(self) -> bool:
         return bool(self.slack_webhook_conn_id and str(self.slack_webhook_conn_id).strip())
 
-    def send(self, alert: GateAlert) -> None:
+    def send(self, alert: GateAlert | FleetDigest) -> None:
         from airflow.providers.slack.hooks.slack_webhook import SlackWebhookHook
 
         text = alert.to_slack_text()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from flink_gate.alerts import GateAlert
+from flink_gate.alerts import FleetDigest, GateAlert
 from flink_gate.notifications.base import GateNotifier
 
 
@@ -23,7 +23,7 @@ class GateEmailNotifier(GateNotifier):
     def enabled(self) -> bool:
         return bool(self.to and str(self.to).strip())
 
-    def send(self, alert: GateAlert) -> None:
+    def send(self, alert: GateAlert | FleetDigest) -> None:
         from airflow.providers.smtp.hooks.smtp import SmtpHook
 
         with SmtpHook(smtp_conn_id=self.smtp_conn_id) as hook:

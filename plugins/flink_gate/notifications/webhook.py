@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flink_gate.alerts import GateAlert
+from flink_gate.alerts import FleetDigest, GateAlert
 from flink_gate.notifications.base import GateNotifier
 
 
@@ -25,7 +25,7 @@ class GateWebhookNotifier(GateNotifier):
     def enabled(self) -> bool:
         return bool(self.http_conn_id and str(self.http_conn_id).strip())
 
-    def send(self, alert: GateAlert) -> None:
+    def send(self, alert: GateAlert | FleetDigest) -> None:
         from airflow.providers.http.hooks.http import HttpHook
 
         hook = HttpHook(method="POST", http_conn_id=self.http_conn_id)

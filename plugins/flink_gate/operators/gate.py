@@ -6,13 +6,15 @@ this operator only acts on it. SAFE succeeds. So does a blocked upgrade the run 
 the approval that follows says what the repair does (`flink_gate.repair_step` does it after the stop).
 Any other blocking verdict (STATE_LOSS, STATE_MISROUTED,
 RESTORE_FAILS) pushes the alert to XCom (key `gate_alert`), calls every notifier with it, and then
-ends the task *skipped* (`AirflowSkipException`): blocked is an outcome, not a crash, so the grid
-shows a skipped gate with every upgrade step skipped after it, while a crash stays a red failed
-task. Either way the task pushes the one-line note ("BLOCKED: STATE_MISROUTED, 4.8 KiB at risk —
-report: …", `flink_gate.outcome`) that the plugin's listener writes into the task and run notes,
-and the report URL behind its "Upgrade report" link. The gate has no retries, so a blocked run
-alerts once. A notifier that cannot deliver is logged and the upgrade stays blocked: a broken
-webhook must not turn a blocked upgrade into an allowed one.
+*fails* the task without a retry (`AirflowFailException`): a blocked upgrade is not a done one, so the run
+ends failed and reads red in the DAG list, the runs list, the overview and the grid, where people count
+what went through (issue 32). What tells it from a crash is the note: either way the task pushes the
+one-line note ("BLOCKED: STATE_MISROUTED, 4.8 KiB at risk — report: …", `flink_gate.outcome`) that the
+plugin's listener writes into the task and run notes, while a crashed run's note says "FAILED, no verdict:
+<task> failed" (`flink_gate.listeners`); the failed task is the gate, not an earlier step. The report URL
+goes behind the gate's "Upgrade report" link. The gate has no retries, so a blocked run alerts once. A
+notifier that cannot deliver is logged and the upgrade stays blocked: a broken webhook must not turn a
+blocked upgrade into an allowed one.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class FlinkUpgradeGateOperator(BaseOperator):
         self.notifiers = list(notifiers or [])
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowSkipException
+        from airflow.sdk.exceptions import AirflowFailException
 
         summary = self.check
         ti = context["ti"]
@@ -104,6 +106,7 @@ class FlinkUpgradeGateOperator(BaseOperator):
                                           alert_sent=not failures, alert_failures=failures)
             except OSError as exc:
                 self.log.warning("could not record the alert in the report: %s", exc)
-        # skipped, not failed: the gate did its job; everything after it (approve, upgrade, verify) skips
-        raise AirflowSkipException(f"{note} ({summary['job']}: {len(alert.operators)} operator(s) at risk; "
-                                   "the upgrade steps are skipped)")
+        # failed, never retried: a blocked upgrade is not a done one, so the run is red in every list and chart a
+        # person filters by; the note "BLOCKED: …" on the run tells it from a crash (flink_gate.outcome)
+        raise AirflowFailException(f"{note} ({summary['job']}: {len(alert.operators)} operator(s) at risk; "
+                                   "nothing after the gate runs)")

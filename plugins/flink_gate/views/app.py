@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from typing import Any
+from urllib.parse import urlencode
 
 from airflow.api_fastapi.core_api.security import requires_authenticated
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
@@ -30,12 +31,12 @@ FLEET_REPORT_JOB = "fleet-scan"  # the pseudo-job flink_gate.fleet publishes the
 SORT_KEYS = ("severity", "job", "bytes_at_risk", "state_bytes")
 
 # What the pages need and nothing more: inline <style> and style attributes (ours and the core's
-# report), inline SVG, data: images, the report frame from this origin; no script, no plugin,
-# no form target, no <base>. The Airflow UI embeds the view (its external view) from the same
-# origin, so framing is allowed from 'self' only (CSP frame-ancestors, and X-Frame-Options for
-# browsers without CSP level 2).
+# report), inline SVG, data: images, the report frame from this origin; no script, no plugin, no
+# <base>; forms only to this origin (the fleet page's search is a GET form: the view changes nothing).
+# The Airflow UI embeds the view (its external view) from the same origin, so framing is allowed from
+# 'self' only (CSP frame-ancestors, and X-Frame-Options for browsers without CSP level 2).
 CONTENT_SECURITY_POLICY = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-                           "frame-src 'self'; frame-ancestors 'self'; base-uri 'none'; form-action 'none'")
+                           "frame-src 'self'; frame-ancestors 'self'; base-uri 'none'; form-action 'self'")
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Frame-Options": "SAMEORIGIN",
@@ -86,15 +87,38 @@ def _store() -> ReportStore:
     return ReportStore()
 
 
+INDEX_JOBS = 50  # jobs per index page
+INDEX_RUNS = 5  # newest runs listed per job; `?job=<name>` lists them all
+
+
 @app.get("/", response_class=HTMLResponse)
-def index(theme: str | None = None) -> HTMLResponse:
+def index(q: str | None = None, page: int = 1, job: str | None = None, theme: str | None = None) -> HTMLResponse:
+    """Every job with a report, newest runs first: searched by name (`q`), 50 jobs a page, 5 runs a job (`job`
+    lists one job's every run). A fleet of 10,000 jobs was one 140,000-pixel page before (issue 32)."""
+    q = (q or "").strip()[:100] or None
     by_job: dict[str, list[dict[str, Any]]] = {}
     for e in _store().entries():
+        if (job and e.job != job) or (q and q.lower() not in e.job.lower()):
+            continue
         by_job.setdefault(e.job, []).append({
             "href": f"{URL_PREFIX}/report/{e.job}/{e.run}", "run_id": str(e.meta.get("run_id", e.run)),
             "verdict": e.verdict, "dag_id": str(e.meta.get("dag_id", "")),
             "published_at": str(e.meta.get("published_at", "")), "savepoint": str(e.meta.get("savepoint", ""))})
-    return _html(render_page("index.html.j2", jobs=sorted(by_job.items()), theme=_theme(theme)))
+    jobs = sorted(by_job.items())
+    pages = max(1, -(-len(jobs) // INDEX_JOBS))
+    page = min(max(1, page), pages)
+    shown = []
+    for name, runs in jobs[(page - 1) * INDEX_JOBS: page * INDEX_JOBS]:
+        runs.sort(key=lambda r: r["published_at"], reverse=True)
+        limit = len(runs) if job else INDEX_RUNS
+        shown.append((name, runs[:limit], len(runs) - min(limit, len(runs))))
+
+    def url(**changes: Any) -> str:
+        args = {k: v for k, v in {"q": q, "job": job, **changes}.items() if v not in (None, "", 1)}
+        return f"{URL_PREFIX}/" + (f"?{urlencode(args)}" if args else "")
+
+    return _html(render_page("index.html.j2", jobs=shown, total=len(jobs), page_no=page, pages=pages, q=q,
+                             one_job=job, url=url, base=f"{URL_PREFIX}/", theme=_theme(theme)))
 
 
 def _entry(job: str, run: str, version: str | None = None) -> ReportEntry:
@@ -137,29 +161,31 @@ def _stored_check(entry: ReportEntry) -> dict[str, Any]:
 
 
 def _fleet_page(entry: ReportEntry, check: dict[str, Any], *, sort: str, order: str, verdict: str | None,
-                q: str | None, theme: str | None) -> HTMLResponse:
-    """The fleet summary: every job of the scan, each linked to its own report of the same run."""
-    rows = list(check.get("jobs") or [])
-    links = {}
-    for r in rows:
-        job = str(r.get("job", ""))
-        if _store().get(report_name(job), entry.run) is not None:
-            links[job] = f"{URL_PREFIX}/report/{report_name(job)}/{entry.run}"
+                q: str | None, page: int, theme: str | None) -> HTMLResponse:
+    """The fleet summary: the scan's jobs, searched, filtered, sorted and paged, each linked to its own report of
+    the same run (looked up for the shown page only: a 10,000-job scan is not 10,000 store reads per view)."""
+    store = _store()
+
+    def link_for(job: str) -> str | None:
+        return (f"{URL_PREFIX}/report/{report_name(job)}/{entry.run}"
+                if store.get(report_name(job), entry.run) is not None else None)
+
     return _html(render_fleet(
-        check.get("summary") or {}, rows, links=links, sort=sort if sort in SORT_KEYS else "severity",
-        order="asc" if order == "asc" else "desc", verdict=verdict or None, q=(q or "")[:100] or None,
+        check.get("summary") or {}, list(check.get("jobs") or []), link_for=link_for,
+        sort=sort if sort in SORT_KEYS else "severity", order="asc" if order == "asc" else "desc",
+        verdict=verdict or None, q=(q or "")[:100] or None, page_no=page,
         base_url=f"{URL_PREFIX}/report/{entry.job}/{entry.run}", nav=_nav(entry.job, entry.run, entry.version),
         theme=_theme(theme)))
 
 
 @app.get("/report/{job}/{run}", response_class=HTMLResponse)
 def report(job: str, run: str, sort: str = "severity", order: str = "desc", verdict: str | None = None,
-           q: str | None = None, theme: str | None = None) -> HTMLResponse:
+           q: str | None = None, page: int = 1, theme: str | None = None) -> HTMLResponse:
     entry = _entry(job, run)
     check = _stored_check(entry)
     try:
         if job == FLEET_REPORT_JOB or "summary" in check:
-            return _fleet_page(entry, check, sort=sort, order=order, verdict=verdict, q=q, theme=theme)
+            return _fleet_page(entry, check, sort=sort, order=order, verdict=verdict, q=q, page=page, theme=theme)
         return _html(render_report(check, check.get("graphs"),
                                    meta={**entry.meta, "run_id": entry.meta.get("run_id", run)},
                                    nav=_nav(job, run, entry.version), theme=_theme(theme)))
