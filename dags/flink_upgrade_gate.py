@@ -106,7 +106,10 @@ PARAMS = in_section(CHECK, {
     description="Check one Flink job's upgrade against its savepoint (verdict + report), and optionally "
                 "perform it after a SAFE verdict",
     doc_md=__doc__,
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
+    # a person is waiting on a manual gate: its tasks go before the nightly fleet scan's when slots are short
+    # (absolute weights: Airflow's default sums the downstream tasks, which favours the scan's long chains)
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=10), "priority_weight": 100,
+                  "weight_rule": "absolute"},
     max_active_runs=4,
 )
 def flink_upgrade_gate() -> None:

@@ -7,6 +7,7 @@ the same answer (docs/guarantees.md). The verdict itself is always the core's `u
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from upgrade_gate.gate.flink_config import parse_settings
 from upgrade_gate.storage import discovery
 from upgrade_gate.storage.objects import read_graph
 
+log = logging.getLogger(__name__)  # the task's log (Airflow 3 routes standard logging into it)
 LATEST = "latest"
 FROM_CATALOGUE = "catalogue"  # the `graph` param's default: <catalogue Variable>/<job>.json
 FROM_JAR = "jar"  # export the graph from the `jar` param
@@ -52,13 +54,23 @@ def savepoint_location(savepoint: str, job: str, savepoint_root: str, client: An
     savepoint = (savepoint or "").strip()
     head, _, query = savepoint.partition("?")
     if savepoint and head.lower() != LATEST:
-        return discovery.resolve(savepoint, client=client).location if discovery.is_discovery(savepoint) else savepoint
+        return _resolved(savepoint, client) if discovery.is_discovery(savepoint) else savepoint
     if not savepoint_root:
         raise BadInput("savepoint is 'latest' but no savepoint root is configured "
                          "(param savepoint_root or the Airflow Variable upgrade_gate_savepoint_root)")
     if query:  # a flat root: every job's savepoints side by side, told apart by JobID
-        return discovery.resolve(f"{discovery.LATEST}{savepoint_root.rstrip('/')}/?{query}", client=client).location
+        return _resolved(f"{discovery.LATEST}{savepoint_root.rstrip('/')}/?{query}", client)
     return f"{savepoint_root.rstrip('/')}/{job}/"
+
+
+def _resolved(spec: str, client: Any | None) -> str:
+    """A discovery form's snapshot; what was picked, and every warning (a skipped incomplete snapshot, a checkpoint
+    that will not stay), go to the task log, as the CLI prints them on stderr."""
+    found = discovery.resolve(spec, client=client)
+    log.info("%s: %s", spec, found.how)
+    for warning in found.warnings():
+        log.warning("%s", warning)
+    return found.location
 
 
 def savepoint_summary(metadata: Any, source: str) -> dict[str, Any]:

@@ -220,6 +220,8 @@ def verify(context: Any, upgraded: dict[str, Any]) -> dict[str, Any]:
     from flink_gate.outcome import NOTE_XCOM_KEY, clip
 
     verified = verify_upgrade(_params(context), {**upgraded, "savepoint": restore_point(upgraded)})
+    log.info("%s: Flink job %s is RUNNING with every subtask, restored from %s", _params(context).get("job_name"),
+             verified["job_id"], verified["restored_from"])
     context["ti"].xcom_push(key=NOTE_XCOM_KEY, value=clip(
         f"UPGRADED: {_params(context).get('job_name')} runs as Flink job {verified['job_id']}, restored from "
         f"{verified['restored_from']} (was {upgraded.get('old_job_id')})"))

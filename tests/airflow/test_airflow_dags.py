@@ -50,6 +50,8 @@ bag = DagBag()
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids),
                   "tasks": {d: sorted(t.task_id for t in bag.dags[d].tasks) for d in bag.dag_ids},
                   "descriptions": {d: bag.dags[d].description for d in bag.dag_ids},
+                  "weights": {d: sorted({(t.priority_weight, str(getattr(t.weight_rule, "value", t.weight_rule)))
+                                    for t in bag.dags[d].tasks}) for d in bag.dag_ids},
                   "sections": {d: {k: p.schema.get("section") for k, p in bag.dags[d].params.items()}
                                for d in bag.dag_ids},
                   "links": {d: {t.task_id: [x.name for x in t.operator_extra_links] for t in bag.dags[d].tasks
@@ -76,6 +78,10 @@ def test_dagbag_has_no_import_errors(stack):
     assert sections["hasher"] == sections["matching"] not in (sections["graph"], sections["mode"])
     assert list(dict.fromkeys(sections.values()))[-1] == sections["hasher"], sections
     assert sections["mode"] == sections["require_approval"] == sections["rollback_jar"]
+    # a manual gate's tasks go before the fleet scan's whenever slots are short
+    # (absolute 100 against the scan's downstream sums: 1 per task, a handful of tasks)
+    assert {tuple(w) for w in bag["weights"][GATE_DAG]} == {(100, "absolute")}, bag["weights"]
+    assert all(w[0] == 1 and w[1] == "downstream" for w in bag["weights"]["flink_fleet_scan"]), bag["weights"]
     assert bag["links"][GATE_DAG]["gate"] == ["Upgrade report"]
     assert bag["links"]["flink_fleet_scan"]["summary"] == ["Upgrade report"]
     assert bag["tasks"][GATE_DAG] == sorted(["fetch_savepoint", "fetch_graph", "compute_operator_ids",

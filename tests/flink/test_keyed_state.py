@@ -58,8 +58,12 @@ def test_rescale_gives_each_subtask_the_intersection_of_every_old_handle() -> No
         [(0, (43, 63)), (1, (64, 85))],
         [(1, (86, 127))],
     ]
-    # KeyGroupsStateHandle.getIntersection keeps the offsets of those key groups: the bytes read are theirs
-    assert [p.bytes for p in got[1]] == [21 * 10, 22 * 10]
+    # KeyGroupsStateHandle.getIntersection keeps the offsets of those key groups: the bytes are theirs, and the
+    # slice holding a handle's first key group also carries the stream's head (the serialization proxy), so the
+    # slices of one handle add up to its size (the report's per-subtask bytes add up: issue 32)
+    assert [p.bytes for p in got[1]] == [21 * 10, PROXY_BYTES + 22 * 10]
+    for j, h in ((0, op.subtask_states[0].managed_keyed_state[0]), (1, op.subtask_states[1].managed_keyed_state[0])):
+        assert sum(p.bytes for sub in got for p in sub if p.old_subtask == j) == h.state_size
 
 
 def test_incremental_handles_come_whole_when_they_overlap() -> None:
@@ -105,6 +109,7 @@ def test_rescaled_bytes_follow_the_key_groups_of_a_real_savepoint_with_empty_one
     op = next(o for o in load_savepoint(str(sp)).operator_states
               if any(s.managed_keyed_state for s in o.subtask_states.values()))
     group_bytes: dict[int, int] = {}  # key group -> its bytes, from the positions of the groups that wrote data
+    heads: dict[int, int] = {}  # a handle's first key group -> the stream's head before any key group's data
     for st in op.subtask_states.values():
         for h in st.managed_keyed_state:
             assert isinstance(h, KeyGroupsStateHandle)
@@ -112,9 +117,12 @@ def test_rescaled_bytes_follow_the_key_groups_of_a_real_savepoint_with_empty_one
             assert len(starts) < len(h.offsets)  # this savepoint does have empty key groups
             for (off, group), nxt in zip(starts, [*(o for o, _ in starts[1:]), h.state_size], strict=True):
                 group_bytes[group] = nxt - off
+            heads[h.key_group_range.start] = starts[0][0]
     partitions = key_group_partitions(op.max_parallelism, new_p)
     pieces = reassign_keyed(op, partitions)
     got = [sum(p.bytes for p in subtask) for subtask in pieces]
-    want = [sum(b for g, b in group_bytes.items() if lo <= g <= hi) for lo, hi in partitions]
-    assert got == want and sum(got) == sum(group_bytes.values())
+    # the head goes with the slice that holds the handle's first key group: the slices add up to the handles
+    want = [sum(b for g, b in group_bytes.items() if lo <= g <= hi) + sum(b for g, b in heads.items() if lo <= g <= hi)
+            for lo, hi in partitions]
+    assert got == want and sum(got) == sum(group_bytes.values()) + sum(heads.values())
     assert all(g > 0 for g in got)  # 97 keys over 128 groups: every new subtask owns some data

@@ -346,3 +346,20 @@ def test_unreachable_flink_is_one_line_exit_2() -> None:
     res = run_cli("check", "--savepoint", f"flink-rest://127.0.0.1:{port}/orders", "--graph", str(SAFE_GRAPH))
     assert res.returncode == 2 and "cannot reach Flink's REST API" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_checkpoint_chosen_over_a_savepoint_says_it_will_not_stay() -> None:
+    """Issue 32: `flink-rest://` picks the newer snapshot; when that is a checkpoint newer than a savepoint, the
+    user is told the checkpoint goes away (subsumed, or deleted on cancel) and how to check the savepoint.
+    The answer has the shape of Flink's `CheckpointingStatistics` (`/jobs/<id>/checkpoints`)."""
+    job = {"jid": "a" * 32, "name": "orders", "state": "RUNNING"}
+    stats = {"latest": {"savepoint": {"id": 7, "external_path": "file:/sp/savepoint-aaaaaa-1"},
+                        "completed": {"id": 9, "external_path": "file:/cp/" + "a" * 32 + "/chk-9"}}}
+    found = discovery.latest_snapshot(stats, job, None, "http://flink:8081")
+    assert found.location.endswith("chk-9")
+    assert any("newer than savepoint 7" in w and "?kind=savepoint" in w for w in found.warnings()), found.warnings()
+    only_savepoint = discovery.latest_snapshot({"latest": {"savepoint": stats["latest"]["savepoint"]}}, job, None,
+                                               "http://flink:8081")
+    assert only_savepoint.warnings() == []
+    older_checkpoint = {"latest": {**stats["latest"], "completed": {**stats["latest"]["completed"], "id": 5}}}
+    assert discovery.latest_snapshot(older_checkpoint, job, None, "x").warnings() == []

@@ -182,7 +182,9 @@ def _curve(a: dict[str, Any], b: dict[str, Any], side: int) -> str:
 def _graph_picture(check: dict[str, Any], graphs: dict[str, Any]) -> dict[str, Any] | None:
     """Two columns of boxes: where state was written (old graph, or the savepoint's operators) and the
     new job's operators, with a line per stateful operator from writer to receiver."""
-    ops = [o for o in check.get("operators") or [] if o.get("operator_id")]
+    # the savepoint's operators: rows of new operators (no savepoint state, `_operator_rows`' note) are the new
+    # job's, drawn in its column, never in the savepoint's
+    ops = [o for o in check.get("operators") or [] if o.get("operator_id") and not _is_new_operator(o)]
     new_g, old_g = graphs.get("new"), graphs.get("old")
     risk_ops = {x["operator_id"] for x in check.get("losses") or []} | \
                {m["operator_id"] for m in check.get("misrouted") or []}
@@ -236,8 +238,9 @@ def _graph_picture(check: dict[str, Any], graphs: dict[str, Any]) -> dict[str, A
             if at_risk:
                 dst["at_risk"] = True
         y1 = src["y"] + src["h"] / 2
-        if dst is None:  # dropped: the state has nowhere to go
-            src["dropped"] = True
+        if dst is None:  # dropped: no operator takes it and the loss table names it (a receiver a fleet row did not
+            # record is no drop, nor is a restore that fails as a whole: its Flink error says what happens)
+            src["dropped"] = at_risk and o.get("matched_by") in (None, "none")
             continue
         y2 = dst["y"] + dst["h"] / 2
         flows.append({"d": f"M{src['x'] + src['w']},{y1:.0f} C{(src['x'] + src['w'] + dst['x']) / 2:.0f},{y1:.0f} "
@@ -320,7 +323,30 @@ def _rescales(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                     | {i for e in (s.get("operator_state") or {}).values() for i in e["from"]})}
                     for s in r["subtasks"]]
         out.append({"name": o.get("name") or o["operator_id"], "rescale": r, "subtasks": subtasks,
-                    "bars": bars if old_ranges else [], "height": y, "maxp": maxp})
+                    "bars": bars if old_ranges else [], "height": y, "maxp": maxp,
+                    "received": sum(int(x.get("bytes") or 0) for x in r["subtasks"]),
+                    "holds": int(o.get("state_bytes") or 0), "why": _rescale_sum(o, r)})
+    return out
+
+
+def _is_new_operator(o: dict[str, Any]) -> bool:
+    return str(o.get("note") or "").startswith("new operator")
+
+
+def _rescale_sum(o: dict[str, Any], r: dict[str, Any]) -> list[str]:
+    """Why the subtasks' bytes differ from what the operator holds, when they do: list state given whole to every
+    subtask (UNION, BROADCAST), and coordinator state (restored by the operator coordinator, no subtask's)."""
+    received = sum(int(x.get("bytes") or 0) for x in r["subtasks"])
+    holds = int(o.get("state_bytes") or 0)
+    whole = sorted({name for x in r["subtasks"] for name, e in (x.get("operator_state") or {}).items()
+                    if e.get("mode") in ("UNION", "BROADCAST")})
+    out = []
+    if whole:
+        out.append(f"list state {', '.join(whole)} is given whole to every subtask (UNION / BROADCAST), so it is "
+                   f"counted once per subtask")
+    if received < holds and "coordinator" in (o.get("state_names") or []):
+        out.append(f"{human_bytes(holds - received)} is coordinator state, restored by the source's coordinator, "
+                   f"not by a subtask")
     return out
 
 

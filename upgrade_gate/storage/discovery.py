@@ -92,10 +92,11 @@ class Found:
     how: str
     fallbacks: tuple[str, ...] = ()  # older complete-looking snapshots, newest first, if `location` is cut short
     skipped: tuple[Skipped, ...] = ()  # newer snapshots passed over because they are incomplete
+    notes: tuple[str, ...] = ()  # what the user should know about the one chosen (a checkpoint that will go)
 
     def warnings(self) -> list[str]:
-        """One line per skipped snapshot, for stderr and logs."""
-        return [str(s) for s in self.skipped]
+        """One line per skipped snapshot, and every note, for stderr and logs."""
+        return [str(s) for s in self.skipped] + list(self.notes)
 
 
 def is_discovery(spec: str) -> bool:
@@ -528,5 +529,12 @@ def latest_snapshot(stats: Any, job: dict[str, Any], kind: str | None, server: s
         raise StorageError(f"{server}: job {name} ({jid}, {state}) has no completed {what} with an external "
                            f"path (/jobs/{jid}/checkpoints); take one: flink savepoint {jid}")
     number, chosen, path = max(options)
+    notes = ()
+    if chosen == "checkpoint" and any(this == "savepoint" for _, this, _ in options):
+        older = max(n for n, this, _ in options if this == "savepoint")
+        # issue 32: a checkpoint is chosen over a savepoint taken moments before; say that it will not stay
+        notes = (f"warning: checked checkpoint {number}, newer than savepoint {older}: Flink discards a checkpoint "
+                 f"once newer ones complete (state.checkpoints.num-retained) and, unless retained on cancellation, "
+                 f"when the job is cancelled; to check the savepoint that stays, add ?kind=savepoint",)
     return Found(normalise_pointer(path), f"latest {chosen} (checkpoint id {number}) of job {name} "
-                                          f"({jid}, {state}) per {server}")
+                                          f"({jid}, {state}) per {server}", notes=notes)

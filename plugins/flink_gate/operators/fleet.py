@@ -15,6 +15,7 @@ from airflow.sdk import BaseOperator
 
 from flink_gate.links import UpgradeReportLink
 from flink_gate.outcome import NOTE_XCOM_KEY, REPORT_URL_XCOM_KEY, fleet_note
+from upgrade_gate.cli.text_table import human_bytes
 
 
 class FleetSummaryOperator(BaseOperator):
@@ -43,7 +44,8 @@ class FleetSummaryOperator(BaseOperator):
         note = fleet_note(p, url)
         ti.xcom_push(key=REPORT_URL_XCOM_KEY, value=url)
         ti.xcom_push(key=NOTE_XCOM_KEY, value=note)
-        self.log.info("fleet gate %s: %s jobs, verdicts %s, %s bytes at risk, blocked %s, alerted %s",
-                      p["gate"], p["jobs"], p["verdicts"], p["bytes_at_risk"], p["blocked"], self.alerted)
+        self.log.info("fleet gate %s: %s jobs, verdicts %s, %s at risk, %d blocked, %d named in the digest alert",
+                      p["gate"], p["jobs"], p["verdicts"], human_bytes(int(p.get("bytes_at_risk") or 0)),
+                      len(p["blocked"]), len(self.alerted or []))
         self.log.info("%s", note)
         return {**p, "alerted": list(self.alerted or []), "note": note}

@@ -59,11 +59,14 @@ def _start_of(offsets: tuple[int, ...], index: int, size: int) -> int:
 
 
 def _slice_bytes(h: object, first: int, last: int) -> int:
-    """Bytes of key groups first..last of a handle (whole handle when not a key-groups handle)."""
+    """Bytes of key groups first..last of a handle (whole handle when not a key-groups handle). The stream's
+    head (the serialization proxy, before the first key group) is counted with the slice that holds the
+    handle's first key group, so the slices of one handle add up to its `state_size` (every reader reads the
+    head too, but it is one handle's bytes, shown once: issue 32, "rescale bytes that add up")."""
     if not isinstance(h, KeyGroupsStateHandle) or not h.offsets:
         return h.state_size  # type: ignore[attr-defined]
     start = h.key_group_range.start
-    begin = _start_of(h.offsets, first - start, h.state_size)
+    begin = 0 if first == start else _start_of(h.offsets, first - start, h.state_size)
     end = _start_of(h.offsets, last - start + 1, h.state_size)
     return max(0, end - begin)
 
