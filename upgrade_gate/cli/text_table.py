@@ -1,10 +1,12 @@
-"""Terminal tables that fit the terminal: rich lays them out, we say which columns may wrap.
+"""Terminal tables that fit the terminal: we decide the column widths, Rich draws them.
 
 Narrow columns (operator IDs, counts, byte sizes, short enums) stay whole; free text (names, state
-names, reasons, evidence) wraps inside its column. The width is the terminal's, or `COLUMNS`, or
-100 when the output is not a terminal, so a piped table still reads in an 100-column log viewer.
-No colour and no box characters: the text is the same on a terminal, in a file and in CI logs.
-"""
+names, reasons, evidence) wraps inside its column, between words and never inside one. A table that
+cannot fit that way (an 80-column terminal) becomes one block of lines per row instead, so no column
+is dropped and no id is cut (issue 32). The width is the terminal's, or `COLUMNS`, or 100 when the
+output is not a terminal, so a piped table still reads in an 100-column log viewer. No colour and no
+box characters here: the text is the same on a terminal, in a file and in CI logs (`check` colours
+only its verdict line, and only on a terminal)."""
 
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ def render(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str 
     `right`: numeric columns, right-aligned. Without `wrap`, the widest column wraps if it must.
 
     Free text wraps between words, never inside one (an operator id in an evidence sentence is a word). When the
-    columns cannot fit the terminal that way, every row becomes a block of `header: value` lines instead (as
+    columns cannot fit the terminal that way, every row becomes a block of `header  value` lines instead (as
     `psql`'s expanded display does): a narrow terminal loses the grid, never a column or a piece of an id."""
     cells = [["" if v is None else str(v) for v in row] for row in rows]
     width = width or terminal_width()
@@ -116,7 +118,8 @@ def _share(narrowest: list[int], natural: list[int], room: int) -> list[int]:
 
 
 def _records(headers: Sequence[str], cells: list[list[str]], title: str | None, width: int) -> str:
-    """Each row as its first cell on a line of its own, then `header: value` lines wrapped between words."""
+    """Each row as its first header and cell on a line of their own, then one `header  value` line per other
+    column, wrapped between words."""
     label = max(len(h) for h in headers[1:]) if len(headers) > 1 else 0
     lines = [paragraph(title, width=width)] if title else []
     for row in cells:
