@@ -207,3 +207,37 @@ def test_a_huge_check_reaches_xcom_bounded_with_everything_the_gate_reads():
     assert whole is not None and bounded is not None and bounded.operators == whole.operators
     small = {"verdict": "SAFE", "operators": operators[:3], "losses": []}
     assert for_xcom(small, "x") is small  # a check that fits goes as it is
+
+
+def test_a_fleet_job_that_could_not_be_checked_is_counted_not_alerted(tmp_path: Path, monkeypatch):
+    """A scan row without a verdict (the job's savepoint could not be read: verdict ERROR) used to reach
+    `policy.blocks("ERROR")`, which raises: publishing crashed for the whole fleet. It is published, counted as
+    unchecked, never named as blocked, and the digest lists only real verdicts, worst first."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from flink_gate import fleet
+
+    monkeypatch.setenv("UPGRADE_GATE_WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setenv("UPGRADE_GATE_REPORTS_DIR", str(tmp_path / "reports"))
+    check_dir = tmp_path / "check"
+    (check_dir / "verdicts").mkdir(parents=True)
+    rows = [{"job": "orders", "verdict": "SAFE", "lost_bytes": 0, "error": None},
+            {"job": "broken", "verdict": None, "lost_bytes": 0, "error": "s3://x/_metadata: not a savepoint"},
+            {"job": "payments", "verdict": "RESTORE_FAILS", "lost_bytes": 100, "error": None},
+            {"job": "fraud", "verdict": "STATE_MISROUTED", "lost_bytes": 4866, "error": None}]
+    pq.write_table(pa.Table.from_pylist(rows), str(check_dir / "verdicts" / "part-0.parquet"))
+
+    class Ti:
+        run_id, dag_id = "scheduled__1", "flink_fleet_scan"
+
+    published = fleet.publish({"ti": Ti()}, {"gate": "BLOCK", "verdicts": {"SAFE": 1, "RESTORE_FAILS": 1,
+                                                                            "STATE_MISROUTED": 1}, "errors": 1},
+                              str(check_dir))
+    assert sorted(published["blocked"]) == ["fraud", "payments"] and published["unchecked"] == 1
+    assert [w["job"] for w in published["worst"]] == ["payments", "fraud"]  # RESTORE_FAILS before misrouting
+    sent = []
+    assert sorted(fleet.alert({"ti": Ti()}, published, [lambda ctx: sent.append(ctx["gate_alert"])])) == [
+        "fraud", "payments"]
+    assert len(sent) == 1 and sent[0]["blocked"] == 2 and sent[0]["unchecked"] == 1
+    assert fleet.alert({"ti": Ti()}, published, [lambda ctx: sent.append(ctx["gate_alert"])]) == []  # once a run
+    assert len(sent) == 1
