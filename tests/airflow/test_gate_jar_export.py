@@ -15,19 +15,13 @@ import json
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.upgrade_jobs import JOB_NAME, build_jobs, main_class, parse_output
+
 pytestmark = pytest.mark.flink
-
-REPO = Path(__file__).resolve().parents[2]
-TESTS = REPO / "tests"
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))
-
-from upgrade_jobs import JOB_NAME, build_jobs, main_class, parse_output  # noqa: E402
 
 DAG = "flink_upgrade_gate"
 BUCKET = "gate-jar-export"
