@@ -511,9 +511,9 @@ def check_rescale(inp: Input, new_max: int) -> dict[str, Any]:
         raise SystemExit(f"{inp.savepoint}: our rewrite read {ours}, Flink's reading found {flink}")
     rewritten = work_dir("rewritten")
     shutil.rmtree(rewritten, ignore_errors=True)
-    from upgrade_gate.gate.misrouting import load_side
+    from upgrade_gate.storage.check_inputs import read_side
 
-    outcome = repair_savepoint(metadata, load_side(str(inp.graph)), destination=str(rewritten),
+    outcome = repair_savepoint(metadata, read_side(str(inp.graph)), destination=str(rewritten),
                                flink_version=VERSION, max_parallelism=new_max)
     if outcome.verified is None or outcome.verified.verdict != "SAFE":
         raise SystemExit(f"{inp.savepoint}: the repair with --max-parallelism {new_max} was not written and verified")

@@ -254,7 +254,7 @@ def start(name: str, *, fresh: bool = True, extra_env: dict[str, str] | None = N
 def expected_verdict(job: str, **options: Any) -> str:
     """What the core says about a loaded job's upgrade, read straight from the fixture files: the
     DAG must come to the same verdict through S3, Spark and Airflow."""
-    from upgrade_gate.gate.check import check_upgrade
+    from upgrade_gate.storage.check_inputs import check_upgrade
 
     release, scenario = SCENARIOS[job]
     case = RESTORES / release / scenario

@@ -3,7 +3,7 @@
 Pairs, by job, the `fleet_ids` table of the *new* graphs (which spec each job will run) with the
 `savepoint_scan` table (which `_metadata` each job would restore from) in the driver
 (`fleet_inputs`), then runs the product's
-restore simulator (`upgrade_gate.gate.check.check_upgrade`, the same call `upgrade-gate check` makes) once
+restore simulator (`upgrade_gate.gate.check.check`, the same call `upgrade-gate check` makes) once
 per job inside the executors. Per-job options (hasher, matching, allowNonRestoredState, Flink
 version) come from an optional plan (CSV/JSON/Parquet with a `job` column), else from the flags.
 
@@ -32,11 +32,14 @@ from typing import TYPE_CHECKING, Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from hashing.versions import FlinkVersion
 from spark_jobs import common, fleet_inputs
 from spark_jobs.parquet_output import ArrowRows, table_seconds, write_table
 from spark_jobs.progress import Progress
 from upgrade_gate.gate import policy
-from upgrade_gate.gate.check import check_upgrade
+from upgrade_gate.gate.check import check
+from upgrade_gate.gate.inputs import CheckInputs, CheckOptions, side_of
+from upgrade_gate.storage.state_files import state_stream_opener
 from upgrade_gate.vocabulary import DEFAULT_HASHER, DEFAULT_MATCHING, HASHERS, MATCHING_MODES, Verdict
 
 if TYPE_CHECKING:
@@ -61,7 +64,7 @@ DEFAULT_WORST = 20
 
 def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non_restored_state: bool,
               flink_version: str | None, client: Any | None = None, old_spec: str | None = None) -> dict[str, Any]:
-    """One job through the simulator: read the savepoint and the spec, `check_upgrade`, summarise."""
+    """One job through the simulator: read the savepoint and the spec, `gate.check.check`, summarise."""
     from hashing.readers import parse_graph
     from spark_jobs.fleet_ids import load_spec
     from upgrade_gate.storage.savepoints import load_savepoint
@@ -80,9 +83,10 @@ def check_parsed(savepoint: CheckpointMetadata, graph: LoadedGraph, *, hasher: s
                  allow_non_restored_state: bool, flink_version: str | None,
                  old: LoadedGraph | None = None, client: Any | None = None) -> dict[str, Any]:
     """`check_job` of a savepoint and graph already read (`fleet_gate` reads each once for its three tables)."""
-    checked = check_upgrade(savepoint, graph, hasher=hasher, matching=matching,
-                            allow_non_restored_state=allow_non_restored_state, flink_version=flink_version,
-                            old_graph=old, rescale_detail=False, with_migration=False)
+    options = CheckOptions(hasher, matching, FlinkVersion.parse(flink_version), allow_non_restored_state,
+                           rescale_detail=False, with_migration=False)
+    checked = check(CheckInputs(savepoint, side_of(graph), options, side_of(old) if old is not None else None,
+                                open_state=state_stream_opener(client)))
     result = checked.to_json()
     state_ops = [op for op in result["operators"] if op.get("note") is None]
     return {
@@ -105,11 +109,8 @@ def _repair_offer(checked: Any, savepoint: CheckpointMetadata, graph: LoadedGrap
                   hasher: str, matching: str, flink_version: str | None, client: Any | None) -> str | None:
     """Would `upgrade-gate repair` make this blocked job SAFE (docs/guide.md, "When the gate says no")?
     `upgrade_gate.repair.offer`, planned in memory in the executor: nothing is written. JSON, or None."""
-    from upgrade_gate.gate.misrouting import load_side
     from upgrade_gate.repair.offer import repair_offer
-    from upgrade_gate.storage.state_files import state_stream_opener
-
-    offer = repair_offer(checked, savepoint, load_side(graph), old=load_side(old) if old is not None else None,
+    offer = repair_offer(checked, savepoint, side_of(graph), old=side_of(old) if old is not None else None,
                          hasher=hasher, matching=matching, flink_version=flink_version,
                          opener=state_stream_opener(client), savepoint=savepoint.source, graph=graph.origin,
                          old_graph=old.origin if old is not None else None)

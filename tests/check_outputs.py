@@ -16,7 +16,8 @@ One file per check and format (`json`, `table`, `html`), produced the way a user
   and the same pair the other way round with --old-savepoint;
 * every recorded configuration (savepoints/state-schemas/config) with --flink-config, on 1.20 and 2.3.
 
-The repository's path is replaced by `<repo>` so two checkouts compare. Not a test: the expected outputs are the
+The repository's path is replaced by `<repo>` and nothing wraps (1,000 columns), so two checkouts at different paths
+compare. Not a test: the expected outputs are the
 tree's own, so they prove sameness, never correctness (the agreement tests compare with real Flink).
 """
 
@@ -126,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="", help="only the cases whose name contains this")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = p.parse_args(argv)
-    os.environ.update({"COLUMNS": "120", "NO_COLOR": "1"})
+    # tables and paragraphs wrap at the terminal's width, before `<repo>` replaces the checkout's path: wide enough
+    # that nothing wraps, two checkouts at paths of different lengths give the same bytes
+    os.environ.update({"COLUMNS": "1000", "NO_COLOR": "1"})
     with tempfile.TemporaryDirectory() as tmp:
         graph = Path(tmp) / "evolving.json"
         graph.write_text(json.dumps(SCHEMA_GRAPH))

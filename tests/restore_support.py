@@ -10,7 +10,8 @@ from typing import Any
 
 from hashing.keygroups import assign_to_key_group
 from hashing.readers import load_graph
-from upgrade_gate.gate.check import CheckResult, check_upgrade
+from upgrade_gate.gate.check import CheckResult
+from upgrade_gate.storage.check_inputs import check_upgrade
 from upgrade_gate.storage.savepoints import load_savepoint
 
 RESTORES = Path(__file__).resolve().parent / "fixtures" / "restores"

@@ -1,8 +1,9 @@
 """The package structure the README promises, checked on the source: no import cycle (in `plugins/` and
 `spark_jobs/` too), layers that only look down, and real Flink (`flink_bridge`) reachable from one CLI command only.
 
-Layers (upgrade_gate/__init__.py): `hashing` -> `upgrade_gate.flink` -> `upgrade_gate.storage` ->
-`upgrade_gate.gate` -> `upgrade_gate.repair` -> `upgrade_gate.cli`. `upgrade_gate.vocabulary` (the shared words)
+Layers (upgrade_gate/__init__.py): `hashing` -> `upgrade_gate.flink` -> `upgrade_gate.gate` ->
+`upgrade_gate.storage` -> `upgrade_gate.repair` -> `upgrade_gate.cli`: the gate judges parsed inputs and never
+imports storage, which reads them into a `CheckInputs`. `upgrade_gate.vocabulary` (the shared words)
 sits just above `upgrade_gate.flink`, whose matching modes it names. Imports are read with `ast`, every one counted:
 module level, inside functions and under `TYPE_CHECKING` (a cycle there is still a cycle for a reader).
 A second test imports every module first thing in a fresh interpreter, which is how a cycle breaks at run time.
@@ -18,7 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("hashing", "upgrade_gate")
-LAYERS = ("hashing", "upgrade_gate.flink", "upgrade_gate.vocabulary", "upgrade_gate.storage", "upgrade_gate.gate",
+LAYERS = ("hashing", "upgrade_gate.flink", "upgrade_gate.vocabulary", "upgrade_gate.gate", "upgrade_gate.storage",
           "upgrade_gate.repair", "upgrade_gate.cli")
 # what may import flink_bridge (which runs a JVM): the `export` command, the Airflow jar path's export (the same
 # call with the job's settings, flink_gate/job_export.py), and the tools and tests around them
@@ -165,3 +166,29 @@ def test_every_module_imports_first_in_a_fresh_interpreter() -> None:
         "sys.exit(1 if failed else 0)\n")
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+# what reads or writes outside the process: a gate module doing any of this would make the verdict depend on where
+# its inputs live (docs/design.md, "The check pipeline": callers build `CheckInputs`, the gate judges)
+IO_MODULES = {"boto3", "botocore", "urllib", "http", "socket", "requests", "ssl", "shutil", "tempfile"}
+IO_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "read_local_file", "read_object"}
+# a packaged table of facts shipped inside the package is data, not input
+PACKAGED_DATA = {"upgrade_gate/gate/config_rules.py"}
+
+
+def test_the_gate_does_no_io() -> None:
+    """`upgrade_gate.gate` judges what `CheckInputs` holds; state files it may need are read through the caller's
+    opener (`CheckInputs.open_state`), never by a gate module naming a file, a bucket or a URL."""
+    found = []
+    for path in sorted((REPO / "upgrade_gate" / "gate").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), rel)):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                found += [f"{rel}:{node.lineno} imports {n}" for n in names if n.split(".")[0] in IO_MODULES]
+            elif isinstance(node, ast.Call) and rel not in PACKAGED_DATA:
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                if name in IO_CALLS:
+                    found.append(f"{rel}:{node.lineno} calls {name}")
+    assert found == [], "I/O in the gate:\n" + "\n".join(found)

@@ -5,9 +5,10 @@ Layers, each importing only the ones before it (docs/design.md):
 * `hashing` (top level): Flink's identity rules, operator IDs and key groups;
 * `upgrade_gate.flink`: Flink's restore rules (`_metadata` read and written, canonical keyed state, state
   assignment, simulation);
-* `upgrade_gate.storage`: savepoints (read-only; a repaired one written only to a new location) and objects
-  (graphs, reports);
-* `upgrade_gate.gate`: our judgement (verdict, misrouting, remedies, policy);
+* `upgrade_gate.gate`: our judgement over parsed inputs (`CheckInputs`; the rule chain, findings, the verdict,
+  misrouting, remedies, policy), with no I/O;
+* `upgrade_gate.storage`: savepoints (read-only; a repaired one written only to a new location), objects (graphs,
+  reports), and every input of a check read into a `CheckInputs` (`storage.check_inputs`);
 * `upgrade_gate.repair`: a new savepoint the new job restores completely (plans, rewrite, max parallelism);
 * `upgrade_gate.cli`: delivery (the `upgrade-gate` command, tables, HTML).
 """

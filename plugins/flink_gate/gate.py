@@ -14,9 +14,12 @@ from typing import Any
 
 from flink_gate.failures import BadInput
 from hashing.operator_ids import compute_operator_ids
-from upgrade_gate.gate.check import check_upgrade
+from hashing.versions import FlinkVersion
+from upgrade_gate.gate.check import check
 from upgrade_gate.gate.flink_config import parse_settings
+from upgrade_gate.gate.inputs import CheckOptions, side_of
 from upgrade_gate.storage import discovery
+from upgrade_gate.storage.check_inputs import read_check_inputs
 from upgrade_gate.storage.objects import read_graph
 
 log = logging.getLogger(__name__)  # the task's log (Airflow 3 routes standard logging into it)
@@ -89,19 +92,17 @@ def run_check(metadata: Any, graph_path: str, *, hasher: str, matching: str, all
               flink_version: str | None, settings: Iterable[str] = (), flink_config: str | None = None) -> Any:
     """Simulate the restore with the core and return its `CheckResult` (the same call the CLI makes, with the
     CLI's `-D` pairs and `--flink-config`: the new job's configuration, judged by `upgrade_gate.gate.config_rules`)."""
-    return check_upgrade(metadata, read_graph(graph_path), hasher=hasher, matching=matching,
-                         allow_non_restored_state=allow_non_restored_state, flink_version=flink_version or None,
-                         settings=tuple(parse_settings(settings)), flink_config=flink_config or None)
+    options = CheckOptions(hasher, matching, FlinkVersion.parse(flink_version or None), allow_non_restored_state)
+    return check(read_check_inputs(metadata, read_graph(graph_path), options=options,
+                                   settings=tuple(parse_settings(settings)), flink_config=flink_config or None))
 
 
 def repair_offer(result: Any, metadata: Any, graph_path: str, *, hasher: str, matching: str,
                  flink_version: str | None, opener: Any, savepoint: str) -> dict[str, Any] | None:
     """The check's `repair` field (`upgrade_gate.repair.offer`, the CLI's and the fleet's): would `upgrade-gate
     repair` make this blocked upgrade SAFE, and the command. Planned in memory; nothing is written."""
-    from upgrade_gate.gate.misrouting import load_side
     from upgrade_gate.repair.offer import repair_offer as offer
-
-    return offer(result, metadata, load_side(read_graph(graph_path)), hasher=hasher, matching=matching,
+    return offer(result, metadata, side_of(read_graph(graph_path)), hasher=hasher, matching=matching,
                  flink_version=flink_version or None, opener=opener, savepoint=savepoint, graph=graph_path)
 
 

@@ -16,10 +16,9 @@ from typing import Any
 
 from flink_gate.hooks.storage import SavepointStorageHook
 from flink_gate.upgrade_records import UpgradeRecord
-from upgrade_gate.gate.check import check_upgrade
-from upgrade_gate.gate.misrouting import load_side
 from upgrade_gate.repair.run import repair_savepoint
 from upgrade_gate.storage import savepoint_writer
+from upgrade_gate.storage.check_inputs import check_upgrade, read_side
 from upgrade_gate.storage.objects import read_graph
 from upgrade_gate.vocabulary import Verdict
 
@@ -37,7 +36,7 @@ def repaired_savepoint(p: dict[str, Any], record: UpgradeRecord, graph_path: str
     source = record["savepoint"]
     dest = record.get("repaired") or repaired_location(source)
     client = storage.s3_client if storage.is_s3(source) else None
-    new = load_side(read_graph(graph_path))
+    new = read_side(read_graph(graph_path))
     options = {"hasher": p["hasher"], "matching": p["matching"], "flink_version": p.get("flink_version") or None}
     if record.get("repaired"):  # a retry: this upgrade already chose the destination
         try:

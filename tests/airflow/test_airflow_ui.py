@@ -187,7 +187,7 @@ def _publish_fleet_summary(stack, run_id):
     from demo.stack import RESTORES, SCENARIOS
     from upgrade_gate.cli.report_html import render_fleet, render_report
     from upgrade_gate.gate import policy
-    from upgrade_gate.gate.check import check_upgrade
+    from upgrade_gate.storage.check_inputs import check_upgrade
 
     store = ReportStore(stack.reports_dir)
     rows, counts = [], {}

@@ -42,7 +42,7 @@ def test_report_store_keeps_every_run_inside_its_root(tmp_path: Path):
 
 
 def _check(job: str, **options) -> dict:
-    from upgrade_gate.gate.check import check_upgrade
+    from upgrade_gate.storage.check_inputs import check_upgrade
 
     release, scenario = SCENARIOS[job]
     case = RESTORES / release / scenario

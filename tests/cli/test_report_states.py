@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from upgrade_gate.cli.report_html import colour, render_html, render_report, state_map
-from upgrade_gate.gate.check import CheckResult, check_upgrade
+from upgrade_gate.gate.check import CheckResult
+from upgrade_gate.storage.check_inputs import check_upgrade
 from upgrade_gate.vocabulary import Verdict
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "savepoints" / "state-schemas"

@@ -1,7 +1,7 @@
 """The Kryo 2 -> 5 rule on real savepoints: which states a 1.20 -> 2.x upgrade restores corrupted.
 
-The rule runs in the gate's finding chain exactly as check.py would run it (`findings.collect` with the
-rule appended), on the state-schema fixtures (StateSchemas.java): POJOs with HashMap/ArrayList fields
+The rule runs in the gate's restore chain exactly as a check runs it (`check.restore_pass`), on the
+state-schema fixtures (StateSchemas.java): POJOs with HashMap/ArrayList fields
 (keyed value, operator list and broadcast state), a generic HashMap value state and a class with a
 registered custom Kryo serializer block; POJOs of
 primitives, tuples, rows, enums and Long state do not; an opaque Kryo class is a note. The prediction is
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from hashing.operator_ids import compute_operator_ids
 from hashing.readers import load_graph
 from hashing.versions import FlinkVersion
-from upgrade_gate.flink.simulation import simulate
 from upgrade_gate.flink.state_meta import read_state_schemas
 from upgrade_gate.gate import findings
-from upgrade_gate.gate.state_schema_rules import crosses_kryo_upgrade, kryo_misreads, kryo_upgrade_misreads
+from upgrade_gate.gate.check import restore_pass
+from upgrade_gate.gate.inputs import CheckInputs, CheckOptions, side_of
+from upgrade_gate.gate.state_schema_rules import crosses_kryo_upgrade, kryo_misreads
 from upgrade_gate.storage.savepoints import load_savepoint
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "savepoints" / "state-schemas"
@@ -33,15 +33,14 @@ SAFE = {"long-value", "pojo-primitives", "tuple", "row", "enum", "long-list", "p
 
 
 def _findings(savepoint: Path, version: str, graph_file: Path | None = None) -> findings.Findings:
-    """The gate's finding chain with the rule appended, as check.py's `_evaluate` runs it, against the fixture
+    """The gate's restore chain (the Kryo rule is one of its links), as a check runs it, against the fixture
     job's own graph (StateSchemas.GraphMain, exported by `upgrade-gate export` with Flink `version`)."""
     metadata = load_savepoint(str(savepoint))
     release = {"1.20": "1.20.5", "2.3": "2.3.0"}[version]
     graph = load_graph(graph_file or ROOT / f"graph-{release}.json").graph
-    ids = compute_operator_ids(graph, "v2", FlinkVersion.parse(version))
-    sim = simulate(metadata, graph, ids, str(savepoint), allow_non_restored_state=True, matching="fixed")
-    ctx = findings.RuleContext.of(metadata, graph, sim, ids)
-    return findings.collect(ctx, (*findings.SNAPSHOT_RULES, kryo_upgrade_misreads))
+    inputs = CheckInputs(metadata, side_of(graph), CheckOptions(flink_version=FlinkVersion.parse(version),
+                                                                allow_non_restored_state=True))
+    return restore_pass(inputs, inputs.graph, findings.SavepointFacts(metadata), str(savepoint)).found
 
 
 def _corrupted(found: findings.Findings) -> list[findings.Loss]:

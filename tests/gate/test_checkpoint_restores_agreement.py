@@ -25,7 +25,8 @@ import pytest
 
 from hashing.keygroups import assign_to_key_group
 from hashing.readers import load_graph
-from upgrade_gate.gate.check import CheckResult, check_upgrade
+from upgrade_gate.gate.check import CheckResult
+from upgrade_gate.storage.check_inputs import check_upgrade
 from upgrade_gate.storage.savepoints import load_savepoint
 from upgrade_gate.storage.state_files import external_files
 from upgrade_gate.vocabulary import Verdict

@@ -19,7 +19,7 @@ import pytest
 from hashing.errors import InputError
 from hashing.versions import FlinkVersion
 from upgrade_gate.gate.config_rules import backend_of, check_config, option_changes
-from upgrade_gate.gate.flink_config import read_flink_config
+from upgrade_gate.storage.flink_config_file import read_flink_config
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "savepoints" / "state-schemas"
 CONFIG = FIXTURES / "config"

@@ -17,7 +17,8 @@ import pytest
 
 from hashing.readers import load_graph
 from tests.restore_support import AMBIGUOUS, KEYS, Scenario, disagreements, root_error, scenarios
-from upgrade_gate.gate.check import CheckResult, check_upgrade, savepoint_pointer
+from upgrade_gate.gate.check import CheckResult, savepoint_pointer
+from upgrade_gate.storage.check_inputs import check_upgrade
 from upgrade_gate.storage.savepoints import load_savepoint
 from upgrade_gate.vocabulary import Verdict
 

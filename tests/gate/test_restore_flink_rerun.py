@@ -15,7 +15,7 @@ import pytest
 
 from flink_bridge.generate_restores import SCENARIOS, generate
 from tests.restore_support import AMBIGUOUS, disagreements, gate_misrouting, real_misrouting, root_error, scenarios
-from upgrade_gate.gate.check import check_upgrade
+from upgrade_gate.storage.check_inputs import check_upgrade
 from upgrade_gate.storage.savepoints import load_savepoint
 
 pytestmark = pytest.mark.flink

@@ -12,7 +12,7 @@ import dataclasses
 from hashing.operator_ids import compute_operator_ids
 from hashing.readers import load_graph
 from tests.restore_support import RESTORES
-from upgrade_gate.gate.check import check_upgrade
+from upgrade_gate.storage.check_inputs import check_upgrade
 from upgrade_gate.storage.savepoints import load_savepoint
 from upgrade_gate.vocabulary import Verdict
 

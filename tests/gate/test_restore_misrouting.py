@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.restore_support import Scenario, gate_misrouting, real_misrouting, scenarios
-from upgrade_gate.gate.check import check_upgrade
+from upgrade_gate.storage.check_inputs import check_upgrade
 from upgrade_gate.storage.savepoints import load_savepoint
 from upgrade_gate.vocabulary import Verdict
 

@@ -21,8 +21,10 @@ import pytest
 from hashing.readers import load_graph
 from tests.gate.test_restore_flink_agreement import sql_check
 from tests.restore_support import Scenario, scenarios
-from upgrade_gate.gate import misrouting, sql_explain, sql_meaning
-from upgrade_gate.gate.check import CheckResult, check_upgrade
+from upgrade_gate.gate import sql_explain, sql_meaning
+from upgrade_gate.gate.check import CheckResult
+from upgrade_gate.gate.inputs import GraphSide
+from upgrade_gate.storage.check_inputs import check_upgrade, read_side
 from upgrade_gate.storage.savepoints import load_savepoint
 from upgrade_gate.vocabulary import Verdict
 
@@ -111,8 +113,8 @@ def test_a_datastream_check_gets_no_sql_warning() -> None:
     assert not any("SQL" in w for w in sc.check(False).warnings)
 
 
-def _side(sc: Scenario, which: str) -> misrouting.GraphSide:
-    return misrouting.load_side(load_graph(sc.dir / f"graph-{which}.json"))
+def _side(sc: Scenario, which: str) -> GraphSide:
+    return read_side(load_graph(sc.dir / f"graph-{which}.json"))
 
 
 @pytest.mark.parametrize("release", RELEASES)

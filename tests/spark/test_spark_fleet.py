@@ -28,9 +28,8 @@ from spark_jobs.parquet_output import TaggedRows, read_table, write_tables
 from tests.fault_proxy import FaultProxy
 from tests.spark_support import SparkEnv, spark, spark_env  # noqa: F401  (fixtures)
 from upgrade_gate.flink.metadata import to_json
-from upgrade_gate.gate.check import check_upgrade
-from upgrade_gate.gate.misrouting import load_side
 from upgrade_gate.repair.plan import plan_repair
+from upgrade_gate.storage.check_inputs import check_upgrade, read_side
 from upgrade_gate.storage.savepoints import load_savepoint
 from upgrade_gate.vocabulary import Verdict
 
@@ -229,8 +228,8 @@ def test_fleet_check_verdicts_equal_expected_and_the_core(spark, fleet, ids_tabl
         assert (r["hasher"], r["allow_non_restored_state"]) == (j["hasher"], j["allow_non_restored_state"])
         lost_total += r["lost_bytes"]
         if r["verdict"] != "SAFE":  # what `upgrade-gate repair` would do, planned in the executor, nothing written
-            plan = plan_repair(savepoint, load_side(str(root / j["upgrade"])), hasher=j["hasher"],
-                               flink_version=j["flink_version"], old=load_side(str(root / j["spec"])))
+            plan = plan_repair(savepoint, read_side(str(root / j["upgrade"])), hasher=j["hasher"],
+                               flink_version=j["flink_version"], old=read_side(str(root / j["spec"])))
             if plan.needed or plan.unresolved:
                 assert {k: v for k, v in json.loads(r["repair"]).items() if k != "command"} == plan.offer(), j["job"]
             else:

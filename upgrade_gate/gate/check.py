@@ -51,34 +51,27 @@ operator without keyed input (it took the id by position) is misrouting: it used
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hashing.errors import InputError
 from hashing.graph import StreamGraph
 from hashing.operator_ids import compute_operator_ids
-from hashing.readers import LoadedGraph
-from hashing.versions import FlinkVersion
 from upgrade_gate.flink.assignment.state_assignment import MATCHING_MODES
 from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
 from upgrade_gate.flink.metadata.model import CheckpointMetadata
 from upgrade_gate.flink.simulation import Simulation, simulate
-from upgrade_gate.gate import (
-    findings,
-    misrouting,
-    sql_explain,
-    sql_meaning,
-    sql_remedies,
-    sql_state_rules,
-    state_schema_rules,
-    upgrade_checks,
-)
 from upgrade_gate.gate import remedies as remedies_mod
-from upgrade_gate.gate.findings import state_names
-from upgrade_gate.storage.savepoints import load_savepoint
+from upgrade_gate.gate import rules, sql_explain, sql_meaning, sql_remedies
+from upgrade_gate.gate.findings import Findings, SavepointFacts, state_names
+from upgrade_gate.gate.inputs import CheckInputs, GraphSide
+from upgrade_gate.gate.rules import Rule, RuleContext, config, misrouted, restore, sql, state_schema
+from upgrade_gate.gate.verdict import decide
 from upgrade_gate.vocabulary import Verdict
+
+__all__ = ["CHECK_RULES", "RESTORE_RULES", "CheckResult", "check", "restore_pass", "savepoint_pointer"]
 
 
 def savepoint_pointer(metadata: CheckpointMetadata) -> str:
@@ -111,8 +104,9 @@ class CheckResult:
     simulation: Simulation | None = field(default=None, compare=False, repr=False)
     misrouted: tuple[dict[str, Any], ...] = ()
     old_graph_name: str | None = None
-    schema_changes: tuple[dict[str, Any], ...] = ()  # upgrade_gate.gate.upgrade_checks (--old/--new-job-savepoint)
-    config: tuple[dict[str, Any], ...] = ()  # upgrade_gate.gate.config_rules (--flink-config, -D)
+    schema_changes: tuple[dict[str, Any], ...] = ()  # rules.state_schema.schema_diff (--old/--new-job-savepoint)
+    config: tuple[dict[str, Any], ...] = ()  # rules.config (--flink-config, -D)
+    findings: Findings | None = field(default=None, compare=False, repr=False)  # typed, what the JSON was made of
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "restore_succeeds": self.restore_succeeds, "flink_error": self.flink_error,
@@ -198,116 +192,87 @@ def _migration(graph: StreamGraph, ids: Any, sim: Simulation) -> list[dict[str, 
     return rows
 
 
-def evaluate(facts: findings.SavepointFacts, side: misrouting.GraphSide, hasher: str, matching: str,
-              version: FlinkVersion, allow: bool, pointer: str, old: misrouting.GraphSide | None
-              ) -> tuple[findings.RuleContext, Simulation, findings.Findings, Verdict]:
-    """Simulate, run the finding rules, and decide the verdict (precedence: `Verdict.severity`).
+# the rules that depend on the graph, run again on the remedied graph, then those that read what no remedy changes
+RESTORE_RULES: tuple[Rule, ...] = (*restore.RULES, state_schema.kryo_upgrade_misreads, misrouted.traced_to_writers)
+CHECK_RULES: tuple[Rule, ...] = (restore.mixed_max_parallelism, config.configuration, state_schema.schema_diff,
+                                 sql.sql_state_refused, sql.sql_meaning_changed)
 
-    `facts` are the savepoint's, shared by every pass of one `check_upgrade` (`findings.SavepointFacts`).
-    Returns (the rules' context: ids and simulation, the simulation to show: if Flink fails, what would
-    match with --allowNonRestoredState, so losses and misrouting are still named, findings, verdict)."""
+
+def restore_pass(inputs: CheckInputs, side: GraphSide, facts: SavepointFacts, pointer: str) -> RuleContext:
+    """Simulate the restore into `side` and run `RESTORE_RULES`; the context holds the ids, the simulation, what
+    the user would see (`shown`: if Flink fails, what would match with --allowNonRestoredState, so losses and
+    misrouting are still named) and the findings. `facts` are the savepoint's, shared by every pass of a check."""
+    o = inputs.options
+    ids = compute_operator_ids(side.graph, o.hasher, o.flink_version)
+    old_stream = inputs.old_graph.graph if inputs.old_graph is not None else None
     metadata = facts.metadata
-    graph = side.graph
-    ids = compute_operator_ids(graph, hasher, version)
-    old_stream = old.graph if old is not None else None
-    sim = simulate(metadata, graph, ids, pointer, allow_non_restored_state=allow, matching=matching,
-                   old_graph=old_stream)
+    sim = simulate(metadata, side.graph, ids, pointer, allow_non_restored_state=o.allow_non_restored_state,
+                   matching=o.matching, old_graph=old_stream)
     shown = sim
-    if sim.failure is not None and not allow:
-        hypothetical = simulate(metadata, graph, ids, pointer, allow_non_restored_state=True, matching=matching,
-                                old_graph=old_stream)
+    if sim.failure is not None and not o.allow_non_restored_state:
+        hypothetical = simulate(metadata, side.graph, ids, pointer, allow_non_restored_state=True,
+                                matching=o.matching, old_graph=old_stream)
         shown = hypothetical if hypothetical.failure is None else sim
-    # the state-schema rule reads state files, so it is this module's link in the chain: SNAPSHOT_RULES
-    # stays free of I/O and of the import it would need
-    ctx = findings.RuleContext.of(metadata, graph, sim, ids, facts)
-    found = findings.collect(ctx, (*findings.SNAPSHOT_RULES, state_schema_rules.kryo_upgrade_misreads))
-    if shown.assignment is not None:
-        old_ids = []
-        if old is not None:
-            old_version = version.or_older_writer_of(metadata.version)
-            old_ids = [compute_operator_ids(old.graph, h, old_version) for h in dict.fromkeys(("v2", hasher))]
-        wrong, notes = misrouting.find(metadata, shown.assignment, side, old, old_ids)
-        found = findings.merge_misrouting(found, wrong, notes)
-    if sim.failure is not None:
-        verdict = Verdict.RESTORE_FAILS
-    elif any(x.corrupted for x in found.losses):
-        verdict = Verdict.STATE_CORRUPTED
-    elif found.wrong_receiver:
-        verdict = Verdict.STATE_MISROUTED
-    else:
-        verdict = Verdict.STATE_LOSS if found.losses else Verdict.SAFE
-    return ctx, shown, found, verdict
+    ctx = RuleContext.of(inputs, side, sim, shown, ids, facts)
+    return dataclasses.replace(ctx, found=rules.run(ctx, RESTORE_RULES))
 
 
-def check_upgrade(savepoint: str | CheckpointMetadata, graph: LoadedGraph | StreamGraph | str | Path, *,
-                  hasher: str = "v2",
-                  matching: str = "fixed", allow_non_restored_state: bool = False,
-                  flink_version: str | FlinkVersion | None = None, pointer: str | None = None,
-                  with_remedies: bool = True,
-                  old_graph: LoadedGraph | StreamGraph | misrouting.GraphSide | str | Path | None = None,
-                  rescale_detail: bool = True, with_migration: bool = True,
-                  old_savepoint: str | CheckpointMetadata | None = None,
-                  new_job_savepoint: str | CheckpointMetadata | None = None,
-                  flink_config: str | Path | None = None, settings: tuple[tuple[str, str], ...] = ()) -> CheckResult:
-    if matching not in MATCHING_MODES:
-        raise InputError(f"--matching {matching!r}: expected one of {', '.join(MATCHING_MODES)}")
-    metadata = load_savepoint(savepoint) if isinstance(savepoint, str) else savepoint
-    side = misrouting.load_side(graph)
+def check(inputs: CheckInputs) -> CheckResult:
+    """Will `inputs.savepoint` restore into `inputs.graph` with zero state loss? Both rule chains, one verdict."""
+    o = inputs.options
+    if o.matching not in MATCHING_MODES:
+        raise InputError(f"--matching {o.matching!r}: expected one of {', '.join(MATCHING_MODES)}")
+    metadata, side, old = inputs.savepoint, inputs.graph, inputs.old_graph
     graph = side.graph
-    old = misrouting.old_graph_side(old_graph)
-    version = flink_version if isinstance(flink_version, FlinkVersion) else FlinkVersion.parse(flink_version)
-    pointer = pointer or savepoint_pointer(metadata)
-    facts = findings.SavepointFacts(metadata)
-    ctx, shown, found, verdict = evaluate(facts, side, hasher, matching, version, allow_non_restored_state,
-                                           pointer, old)
-    ids, sim = ctx.ids, ctx.sim
-    losses = [x.to_json() for x in found.losses]
-    rows = _operator_rows(metadata, graph, shown, losses, rescale_detail)
+    pointer = inputs.pointer or savepoint_pointer(metadata)
+    facts = SavepointFacts(metadata)
+    ctx = restore_pass(inputs, side, facts, pointer)
+    found, ids, sim, shown = ctx.found, ctx.ids, ctx.sim, ctx.shown
+    rows = _operator_rows(metadata, graph, shown, [x.to_json() for x in found.losses], o.rescale_detail)
     writers = {m.state.operator_id_hex: (m.writer or {}).get("name") for m in found.wrong_receiver}
     for row in rows:  # a v4 savepoint has no names: show the writer's, not the receiver's
-        if writers.get(row["operator_id"]) and not any(o.name for o in metadata.operator_states
-                                                     if o.operator_id_hex == row["operator_id"]):
+        if writers.get(row["operator_id"]) and not any(op.name for op in metadata.operator_states
+                                                     if op.operator_id_hex == row["operator_id"]):
             row["name"] = writers[row["operator_id"]]
-    found = found.with_(findings.mixed_max_parallelism(ctx, found))
     remedies: list[remedies_mod.Remedy] = []
-    remedied = None
-    if with_remedies and (found.lost_states or found.wrong_receiver):
+    remedied: Findings | None = None
+    if o.with_remedies and (found.lost_states or found.wrong_receiver):
         remedies = remedies_mod.propose(list(found.lost_states), sim.assignment, graph, found.position_claims)
         remedies += remedies_mod.route_back(list(found.wrong_receiver), graph, remedies)
         if side.sql_state:  # a planner's operator takes no uid()/setUidHash(): its remedies are SQL (sql_remedies)
             remedies = [r for r in remedies if r.node_id is not None and str(r.node_id) not in side.sql_state]
         if any(r.action for r in remedies):
-            fixed = misrouting.GraphSide(remedies_mod.apply(graph, remedies), side.extras, side.origin)
-            remedied = evaluate(facts, fixed, hasher, matching, version, allow_non_restored_state, pointer, old)[3]
-    misrouted = tuple(m.to_json(graph, state_names(m.state)) for m in found.wrong_receiver)
-    extra = upgrade_checks.run(metadata, sim, version, old_savepoint=old_savepoint,
-                               new_job_savepoint=new_job_savepoint,
-                               flink_config=str(flink_config) if flink_config is not None else None, settings=settings)
-    sql_errors = sql_state_rules.check(metadata, sim, side, lambda: state_schema_rules.savepoint_schemas(facts))
-    if sql_errors:  # a SQL operator kept its ID, its key or state row changed (upgrade_gate/gate/sql_state_rules.py)
-        extra = sql_state_rules.fold(extra, sql_errors, metadata)
-    # SQL state restored under another meaning (group key, aggregate, window, top-N): upgrade_gate/gate/sql_meaning.py
-    meant = sql_meaning.check(metadata, sim, side, old, hasher, version, {e.operator_id for e in sql_errors})
-    if meant.misrouted:
-        misrouted, losses = (*misrouted, *meant.misrouted), [*losses, *meant.losses]
-        verdict = max(verdict, Verdict.STATE_MISROUTED, key=lambda v: v.severity)
-        remedied = max(remedied, Verdict.STATE_MISROUTED, key=lambda v: v.severity) if remedied else None
-    if extra.blocks:  # Flink refuses the state schema or the configuration: the job does not start
-        verdict = Verdict.RESTORE_FAILS
-        remedied = Verdict.RESTORE_FAILS if remedied is not None else None
-        losses += list(extra.losses)
-    sql_explain.annotate([*losses, *misrouted], metadata, shown, side, old, meant.writers)  # `sql` in query terms
-    # what a SQL user can apply, only where a real restore proved it (upgrade_gate/gate/sql_remedies.py)
-    sql_remedies.annotate(losses, side, old, meant.writers, metadata, {e.operator_id for e in sql_errors}, hasher,
-                          version)
+            fixed = GraphSide(remedies_mod.apply(graph, remedies), side.extras, side.origin)
+            remedied = restore_pass(inputs, fixed, facts, pointer).found
+    once = rules.run(dataclasses.replace(ctx, found=Findings()), CHECK_RULES)
+    found = found.with_(once.items)
+    losses = [x.to_json() for x in found.losses]
+    misrouted = [*(m.to_json(graph, state_names(m.state)) for m in found.wrong_receiver),
+                 *(m.to_json() for m in found.meaning)]
+    _annotate_sql(inputs, shown, losses, misrouted, found)
     return CheckResult(
-        verdict=verdict, restore_succeeds=sim.failure is None and not extra.blocks,
-        flink_error=sim.failure.message if sim.failure else (extra.errors[0] if extra.errors else None),
-        operators=tuple(rows),
-        losses=tuple(losses), remedies=tuple(r.to_json() for r in remedies), verdict_with_remedies=remedied,
-        migration=tuple(_migration(graph, ids, sim)) if with_migration else (),
-        warnings=(*found.warnings, *extra.warnings, *meant.warnings),
-        hasher=hasher,
-        matching=matching, flink_version=str(version), savepoint=metadata.source, graph_name=graph.name,
-        simulation=sim, misrouted=misrouted, old_graph_name=old.graph.name if old else None,
-        schema_changes=extra.schema_changes, config=extra.config)
+        verdict=decide(found.items), restore_succeeds=not found.refusals,
+        flink_error=found.refusals[0].flink_error if found.refusals else None,
+        operators=tuple(rows), losses=tuple(losses), remedies=tuple(r.to_json() for r in remedies),
+        verdict_with_remedies=decide((*remedied.items, *once.items)) if remedied is not None else None,
+        migration=tuple(_migration(graph, ids, sim)) if o.with_migration else (),
+        warnings=found.warnings, hasher=o.hasher, matching=o.matching, flink_version=str(o.flink_version),
+        savepoint=metadata.source, graph_name=graph.name, simulation=sim, misrouted=tuple(misrouted),
+        old_graph_name=old.graph.name if old else None,
+        schema_changes=tuple(x.to_json() for x in found.schema_changes),
+        config=tuple(x.to_json() for x in found.config), findings=found)
+
+
+def _annotate_sql(inputs: CheckInputs, shown: Simulation, losses: list[dict[str, Any]],
+                  misrouted: list[dict[str, Any]], found: Findings) -> None:
+    """SQL findings in query terms: `sql` names the statement and operator (`sql_explain`); a SQL state that does
+    not restore gets the remedy a real restore proved, if any (`sql_remedies`)."""
+    side, old, o = inputs.graph, inputs.old_graph, inputs.options
+    if not side.sql_state:
+        return
+    metadata = inputs.savepoint
+    writers = (sql_meaning.writers_of(metadata, old, o.hasher, o.flink_version)
+               if old is not None and old.sql_state else None)
+    sql_explain.annotate([*losses, *misrouted], metadata, shown, side, old, writers)
+    refused = {r.operator_id for r in found.refusals if r.rule == sql.SQL_STATE and r.operator_id}
+    sql_remedies.annotate(losses, side, old, writers, metadata, refused, o.hasher, o.flink_version)

@@ -1,35 +1,26 @@
-"""What the gate finds in one simulated restore, as a chain of small rules.
+"""What the gate finds, as typed, frozen values that carry their own verdict.
 
-Each rule looks at the simulation (Flink's rules, `upgrade_gate.flink`) and yields typed, frozen
-findings; `collect` folds them, in rule order, into one `Findings`. Like Flink's one checker per
-concern (`StateAssignmentOperation`'s checks) and structlog's processor chain, a new judgement is
-a new function appended to `SNAPSHOT_RULES` or `OPERATOR_RULES`, not a branch in a long one.
-Findings become JSON only at the edge (`Loss.to_json`, `CheckResult.to_json`).
-
-Rules run only when Flink's restore gets as far as the assignment, except `restore_fails_losses`,
-which names what Flink refuses. `misrouting.find` (the old-graph and savepoint-name evidence) is
-the last link: it needs the assignment the user would see, which may be the hypothetical one.
+Every rule (`upgrade_gate.gate.rules`) yields these; `upgrade_gate.gate.verdict.decide` turns them into the
+check's verdict, the one place a verdict is made. A finding becomes JSON only through its own `to_json`, at the
+edge (`CheckResult.to_json`). Adding a kind of finding is a class here with its `verdict`; adding a verdict is
+`vocabulary.Verdict` plus the findings that carry it (docs/design.md, "The check pipeline").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from hashing.graph import StreamGraph
-from hashing.job_graph import OperatorIDPair
-from hashing.operator_ids import OperatorIds
-from upgrade_gate.flink.assignment import channel_state, finished_state
-from upgrade_gate.flink.assignment.keyed_state import has_keyed_input
 from upgrade_gate.flink.assignment.load_validation import has_state
-from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
-from upgrade_gate.flink.simulation import Simulation
-from upgrade_gate.gate import misrouting
+from upgrade_gate.gate.config_rules import ConfigFinding
+from upgrade_gate.gate.misrouting import Misrouted
+from upgrade_gate.gate.state_schema_diff import StateDiff
+from upgrade_gate.vocabulary import Verdict
 
-__all__ = ["OPERATOR_RULES", "SNAPSHOT_RULES", "Findings", "Loss", "Note", "Orphan", "PositionClaim", "RuleContext",
-           "SavepointFacts", "collect", "merge_misrouting", "state_names"]
+__all__ = ["ConfigChecked", "Finding", "Findings", "Loss", "MeaningChanged", "Misrouted", "Note", "Orphan",
+           "PositionClaim", "Refused", "SavepointFacts", "SchemaCompared", "keyed_bytes", "state_names"]
 
 
 def state_names(op: OperatorState) -> list[str]:
@@ -64,21 +55,35 @@ def keyed_bytes(op: OperatorState) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Loss:
-    """State the new job will not have intact. `orphaned`: the whole snapshot of one operator is left
-    without an owner, so a pin (`uid`/`setUidHash`) may route it back; partial losses (coordinator, an
-    overwritten pair) are named but not routed. `corrupted`: the state is restored, but the new Flink
-    reads its bytes wrong (`upgrade_gate.gate.state_schema_rules`)."""
+    """State the new job will not have intact. `state`: the savepoint's snapshot, when the whole of it or a part
+    (coordinator, keyed) is what is lost; `orphaned`: the whole snapshot is left without an owner, so a pin
+    (`uid`/`setUidHash`) may route it back; partial losses (coordinator, an overwritten pair) and states a
+    refused schema names are not routed. `corrupted`: the state is restored, but the new Flink reads its bytes
+    wrong (`upgrade_gate.gate.state_schema_rules`)."""
 
-    state: OperatorState
+    operator_id: str
     name: str | None
+    uid: str | None
     nbytes: int
     reason: str
     names: tuple[str, ...]
+    state: OperatorState | None = None
     orphaned: bool = True
     corrupted: bool = False
 
+    @classmethod
+    def of(cls, op: OperatorState, name: str | None, nbytes: int, reason: str, names: Iterable[str] | None = None,
+           *, orphaned: bool = True, corrupted: bool = False) -> Loss:
+        """A loss of (part of) a savepoint snapshot; `names` default to all the snapshot's state names."""
+        return cls(op.operator_id_hex, name, op.uid, nbytes, reason,
+                   tuple(names if names is not None else state_names(op)), op, orphaned, corrupted)
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.STATE_CORRUPTED if self.corrupted else Verdict.STATE_LOSS
+
     def to_json(self) -> dict[str, Any]:
-        doc = {"operator_id": self.state.operator_id_hex, "name": self.name, "uid": self.state.uid,
+        doc = {"operator_id": self.operator_id, "name": self.name, "uid": self.uid,
                "bytes": self.nbytes, "state_names": list(self.names), "reason": self.reason}
         return {**doc, "corrupted": True} if self.corrupted else doc
 
@@ -88,6 +93,7 @@ class Note:
     """A warning: something the evidence cannot settle, for a person to look at."""
 
     text: str
+    verdict = Verdict.SAFE
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,7 @@ class Orphan:
     """A snapshot left without an owner that an earlier, partial loss already named."""
 
     state: OperatorState
+    verdict = Verdict.SAFE
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,18 +111,92 @@ class PositionClaim:
 
     state_id: bytes
     node_id: int
+    verdict = Verdict.SAFE
 
 
-Finding = Loss | Note | Orphan | PositionClaim | misrouting.Misrouted
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Flink refuses to start the new job: `flink_error` is Flink's own message (the first refusal of a check is
+    its `flink_error`). `rule`: which judgement found it (restore, config, state schema, SQL state)."""
+
+    flink_error: str
+    rule: str
+    operator_id: str | None = None  # the state it refuses, where one is named
+    verdict = Verdict.RESTORE_FAILS
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaCompared:
+    """One state whose serializers differ between the baseline and the candidate savepoint (a `schema_changes[]`
+    row); it refuses the restore when Flink cannot migrate it (its `Refused` and `Loss` follow it)."""
+
+    diff: StateDiff
+    backend: str | None
+    verdict = Verdict.SAFE
+
+    def to_json(self) -> dict[str, Any]:
+        return self.diff.to_json(self.backend)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChecked:
+    """One setting of the new job's configuration the new Flink refuses, renamed or removed (a `config[]` row);
+    a refused one is followed by its `Refused`, the others by a `Note`."""
+
+    finding: ConfigFinding
+    verdict = Verdict.SAFE
+
+    def to_json(self) -> dict[str, Any]:
+        return self.finding.to_json()
+
+
+@dataclass(frozen=True, slots=True)
+class MeaningChanged:
+    """A SQL operator kept its ID, so Flink restores its state, but the new query gives it another meaning (a group
+    key, aggregate, window or top-N changed: `upgrade_gate.gate.sql_meaning`). `changes`: (aspect, old, new)."""
+
+    state: OperatorState
+    names: tuple[str, ...]
+    writer: dict[str, Any]
+    receiver: dict[str, Any]
+    old: str
+    new: str
+    changes: tuple[tuple[str, str, str], ...]
+    name: str | None
+    verdict = Verdict.STATE_MISROUTED
+
+    def to_json(self) -> dict[str, Any]:
+        op, changes = self.state, [f"{asp}: {a} -> {b}" for asp, a, b in self.changes]
+        head = (f"{'; '.join(changes)}: the operator kept its ID, so Flink restores the state and the new query "
+                f"continues from values written under the old meaning")
+        return {"operator_id": op.operator_id_hex, "name": self.name, "uid": op.uid, "bytes": op.state_size,
+                "state_names": list(self.names), "writer": self.writer, "receiver": self.receiver,
+                "counterpart": None, "detected_by": "sql-meaning",
+                "evidence": [head, *changes, f"old: {self.old}", f"new: {self.new}"],
+                "meaning": {"old": self.old, "new": self.new,
+                            "changes": [{"aspect": asp, "old": a, "new": b} for asp, a, b in self.changes]}}
+
+
+Finding = (Loss | Note | Orphan | PositionClaim | Misrouted | Refused | SchemaCompared | ConfigChecked
+           | MeaningChanged)
 
 
 @dataclass(frozen=True)
 class Findings:
+    """The findings of one check so far, in the order the rules found them, and the views the later rules and the
+    outputs read. `items` holds every finding (what `decide` reads); the rest are that list sorted by kind, where
+    a misrouted state found twice is one entry (`_merge`)."""
+
+    items: tuple[Finding, ...] = ()
     losses: tuple[Loss, ...] = ()
     warnings: tuple[str, ...] = ()
     claims: tuple[PositionClaim, ...] = ()
-    wrong_receiver: tuple[misrouting.Misrouted, ...] = ()
+    wrong_receiver: tuple[Misrouted, ...] = ()
     lost_states: tuple[OperatorState, ...] = ()  # orphaned snapshots, once each, in the order found
+    refusals: tuple[Refused, ...] = ()
+    schema_changes: tuple[SchemaCompared, ...] = ()
+    config: tuple[ConfigChecked, ...] = ()
+    meaning: tuple[MeaningChanged, ...] = ()
 
     @property
     def position_claims(self) -> dict[bytes, int]:
@@ -125,25 +206,48 @@ class Findings:
         return out
 
     def lost_ids(self) -> set[bytes]:
-        return {loss.state.operator_id for loss in self.losses}
+        return {loss.state.operator_id for loss in self.losses if loss.state is not None}
 
     def with_(self, found: Iterable[Finding]) -> Findings:
-        losses, notes, claims = list(self.losses), list(self.warnings), list(self.claims)
-        wrong, orphans = list(self.wrong_receiver), list(self.lost_states)
+        items, losses, notes, claims = list(self.items), list(self.losses), list(self.warnings), list(self.claims)
+        wrong, orphans, refusals = list(self.wrong_receiver), list(self.lost_states), list(self.refusals)
+        schema, config, meaning = list(self.schema_changes), list(self.config), list(self.meaning)
         for f in found:
-            if isinstance(f, Loss | Orphan) and (isinstance(f, Orphan) or f.orphaned) and f.state not in orphans:
-                orphans.append(f.state)
+            items.append(f)
             if isinstance(f, Loss):
                 losses.append(f)
+                if f.orphaned and f.state is not None and f.state not in orphans:
+                    orphans.append(f.state)
             elif isinstance(f, Orphan):
-                pass
+                if f.state not in orphans:
+                    orphans.append(f.state)
             elif isinstance(f, Note):
                 notes.append(f.text)
             elif isinstance(f, PositionClaim):
                 claims.append(f)
+            elif isinstance(f, Misrouted):
+                _merge(wrong, f)
+            elif isinstance(f, Refused):
+                refusals.append(f)
+            elif isinstance(f, SchemaCompared):
+                schema.append(f)
+            elif isinstance(f, ConfigChecked):
+                config.append(f)
             else:
-                wrong.append(f)
-        return Findings(tuple(losses), tuple(notes), tuple(claims), tuple(wrong), tuple(orphans))
+                meaning.append(f)
+        return Findings(tuple(items), tuple(losses), tuple(notes), tuple(claims), tuple(wrong), tuple(orphans),
+                        tuple(refusals), tuple(schema), tuple(config), tuple(meaning))
+
+
+def _merge(wrong: list[Misrouted], m: Misrouted) -> None:
+    """A state the keyed-input rule caught and the old-graph / savepoint-name evidence found again stays one
+    entry carrying all the evidence and the later, better-informed writer and counterpart."""
+    for i, k in enumerate(wrong):
+        if k.state.operator_id == m.state.operator_id:
+            wrong[i] = Misrouted(k.state, k.receiver, m.counterpart, m.counterpart_by, m.writer, m.detected_by,
+                                 [*m.evidence, *k.evidence])
+            return
+    wrong.append(m)
 
 
 class SavepointFacts:
@@ -162,189 +266,3 @@ class SavepointFacts:
         # savepoint operator ids that hold state
         self.present = frozenset(op.operator_id for op in metadata.operator_states if has_state(op))
         self.state_schemas: tuple[Any, ...] | None = None
-
-
-@dataclass(frozen=True)
-class RuleContext:
-    metadata: CheckpointMetadata
-    graph: StreamGraph
-    sim: Simulation
-    ids: OperatorIds
-    facts: SavepointFacts  # shared by every pass over this savepoint
-    claimants: dict[bytes, list[int]] = field(default_factory=dict)  # every id -> nodes that list it
-
-    @property
-    def present(self) -> frozenset[bytes]:
-        """Savepoint operator ids that hold state."""
-        return self.facts.present
-
-    @classmethod
-    def of(cls, metadata: CheckpointMetadata, graph: StreamGraph, sim: Simulation, ids: OperatorIds,
-           facts: SavepointFacts | None = None) -> RuleContext:
-        """The context of one pass; `facts` (of `metadata`) carries what an earlier pass already worked out."""
-        claimants: dict[bytes, list[int]] = {}
-        for pair in ids.pairs.values():
-            for i in (pair.generated, *pair.alternatives):
-                claimants.setdefault(i, []).append(pair.node_id)
-        return cls(metadata, graph, sim, ids, facts if facts is not None else SavepointFacts(metadata), claimants)
-
-
-SnapshotRule = Callable[[RuleContext, Findings], Iterable[Finding]]
-OperatorRule = Callable[[RuleContext, int, OperatorRestore], Iterable[Finding]]
-
-
-def _loss(op: OperatorState, name: str | None, nbytes: int, reason: str, names: list[str] | None = None, *,
-          orphaned: bool = True) -> Loss:
-    return Loss(op, name, nbytes, reason, tuple(names if names is not None else state_names(op)), orphaned)
-
-
-# ---- rules: the snapshot as a whole ---------------------------------------------------------------------------
-def restore_fails_losses(ctx: RuleContext, _: Findings) -> Iterator[Finding]:
-    """Flink refuses the savepoint: name the state it refuses for (`Checkpoints.loadAndValidateCheckpoint`)."""
-    if ctx.sim.failure is None:
-        return
-    for op in ctx.metadata.operator_states:
-        if op.operator_id not in ctx.claimants and has_state(op):
-            yield _loss(op, op.name, op.state_size, "not in the new program: the restore fails (state would be "
-                                                    "dropped with --allowNonRestoredState)")
-
-
-def dropped_by_allow_non_restored(ctx: RuleContext, _: Findings) -> Iterator[Finding]:
-    if ctx.sim.failure is None and ctx.sim.load is not None:
-        for op in ctx.sim.load.dropped:
-            yield _loss(op, op.name, op.state_size, "not in the new program: dropped by --allowNonRestoredState")
-
-
-def taken_by_no_operator(ctx: RuleContext, _: Findings) -> Iterator[Finding]:
-    if ctx.sim.failure is None and ctx.sim.assignment is not None:
-        for op in ctx.sim.assignment.unconsumed.values():
-            if has_state(op):
-                yield _loss(op, op.name, op.state_size, "validated but taken by no operator")
-
-
-def per_operator(ctx: RuleContext, _: Findings) -> Iterator[Finding]:
-    """Every `OPERATOR_RULES` rule, operator by operator (so findings read in job order)."""
-    if ctx.sim.failure is not None or ctx.sim.assignment is None:
-        return
-    for nid, r in ctx.sim.assignment.operators.items():
-        for rule in OPERATOR_RULES:
-            yield from rule(ctx, nid, r)
-
-
-def _effective_id(pair: OperatorIDPair, present: frozenset[bytes]) -> bytes:
-    """A node takes its first alternative the savepoint holds, else its generated id."""
-    return next((a for a in pair.alternatives if a in present), pair.generated)
-
-
-def claimed_by_several(ctx: RuleContext, so_far: Findings) -> Iterator[Finding]:
-    """Two operators whose effective id is the same: Flink visits job vertices in HashSet order, so
-    which one gets the state is not deterministic (two setUidHash pins that swap ids back are)."""
-    if ctx.sim.failure is not None:
-        return
-    graph, ids = ctx.graph, ctx.ids
-    orphaned = {s.operator_id for s in so_far.lost_states}
-    lost_ids = so_far.lost_ids()
-    present = ctx.present
-    for sid, listed in ctx.claimants.items():
-        if sid not in present or len(listed) < 2:  # a state nobody else can claim: most ids
-            continue
-        nodes = sorted({n for n in listed if _effective_id(ids.pairs[n], present) == sid})
-        if len(nodes) < 2:
-            continue
-        names = ", ".join(f"'{graph.by_id[n].name}'" for n in nodes)
-        yield Note(f"state {sid.hex()} is claimed by several operators ({names}); Flink visits job vertices in "
-                   f"HashSet order, so which one gets it is not deterministic")
-        op = next(o for o in ctx.metadata.operator_states if o.operator_id == sid)
-        for n in nodes:  # a uid-less operator holding the id by position should stop claiming it
-            if ids.pairs[n].generated == sid and graph.by_id[n].uid is None:
-                yield PositionClaim(sid, n)
-        if sid not in lost_ids:
-            yield _loss(op, op.name, op.state_size, f"claimed by several operators ({names}); the one Flink picks "
-                                                    f"may not be the owner")
-        elif sid not in orphaned:
-            yield Orphan(op)
-
-
-# ---- rules: one operator of the new job -------------------------------------------------------------------------
-def overwritten_by_next_pair(ctx: RuleContext, nid: int, r: OperatorRestore) -> Iterator[Finding]:
-    """FLIP-411 read literally (`naive`): a later OperatorIDPair overwrites what an earlier one found."""
-    if r.overwritten is not None:
-        yield _loss(r.overwritten, ctx.graph.by_id[nid].name, r.overwritten.state_size,
-                    "matched, then overwritten with an empty state by the next OperatorIDPair of the same operator "
-                    "(FLIP-411: one pair per legacy hasher)", orphaned=False)
-
-
-def coordinator_not_restored(ctx: RuleContext, nid: int, r: OperatorRestore) -> Iterator[Finding]:
-    """`restoreStateToCoordinators` looks coordinator state up by the generated id only."""
-    if r.old is None or r.coordinator_restored is not False or r.old.coordinator_state is None:
-        return
-    why = ("coordinator state is looked up by the generated id only; this state matched an alternative id"
-           if r.matched_by == "alternative" else "the new operator has no source coordinator")
-    yield _loss(r.old, ctx.graph.by_id[nid].name, r.old.coordinator_state.state_size, why, ["coordinator"],
-                orphaned=False)
-
-
-def keyed_state_without_keyed_input(ctx: RuleContext, nid: int, r: OperatorRestore) -> Iterator[Finding]:
-    """Keyed state restored into an operator with no keyed input: it took the id by position and never
-    reads the state. Misrouting, not mere loss."""
-    if r.old is None or not keyed_bytes(r.old) or has_keyed_input(ctx.graph, nid):
-        return
-    node = ctx.graph.by_id[nid]
-    yield _loss(r.old, node.name, keyed_bytes(r.old),
-                f"keyed state restored into '{node.name}', which has no keyed input: the operator never reads it (it "
-                f"has this id by position)", ["keyed"])
-    yield PositionClaim(r.old.operator_id, nid)
-    yield misrouting.Misrouted(
-        r.old, nid, None, "none", {"name": r.old.name, "uid": r.old.uid, "keyed_state": True}, "keyed-input",
-        [f"the savepoint holds keyed state under {r.old.operator_id_hex}; '{node.name}' has that id by position "
-         f"but no keyed input, so it cannot be the operator that wrote it"])
-
-
-def finished_and_in_flight(ctx: RuleContext, _: Findings) -> Iterator[Finding]:
-    """What happens to operators that had finished (FLIP-147) and to an unaligned checkpoint's in-flight
-    records, in plain words (`finished_state.explain`, `channel_state.explain`)."""
-    a = ctx.sim.assignment
-    if a is None:
-        return
-    for text in (*finished_state.explain(a.operators, ctx.graph),
-                 *channel_state.explain(a.operators, a.vertices, ctx.graph)):
-        yield Note(text)
-
-
-def mixed_max_parallelism(ctx: RuleContext, _: Findings) -> Iterator[Finding]:
-    for v in ctx.sim.vertices:
-        if v.mixed_max_parallelism:
-            yield Note(f"job vertex '{v.name}' chains operators whose own max parallelism differs from the vertex's "
-                       f"({', '.join(v.mixed_max_parallelism)}): their state is snapshotted with the vertex's max "
-                       f"parallelism (FLINK-40113 kind); unchaining them later changes it")
-
-
-OPERATOR_RULES: tuple[OperatorRule, ...] = (overwritten_by_next_pair, coordinator_not_restored,
-                                            keyed_state_without_keyed_input)
-SNAPSHOT_RULES: tuple[SnapshotRule, ...] = (restore_fails_losses, dropped_by_allow_non_restored,
-                                            taken_by_no_operator, per_operator, claimed_by_several,
-                                            finished_and_in_flight)
-
-
-def collect(ctx: RuleContext, rules: Iterable[SnapshotRule] = SNAPSHOT_RULES) -> Findings:
-    found = Findings()
-    for rule in rules:
-        found = found.with_(rule(ctx, found))
-    return found
-
-
-def merge_misrouting(found: Findings, wrong: list[misrouting.Misrouted], notes: list[str]) -> Findings:
-    """Add the old-graph / savepoint-name evidence. A state the keyed-input rule also caught stays one
-    entry carrying all the evidence and the better-informed writer and counterpart."""
-    by_id = {m.state.operator_id: i for i, m in enumerate(found.wrong_receiver)}
-    merged = list(found.wrong_receiver)
-    extra: list[misrouting.Misrouted] = []
-    for m in wrong:
-        i = by_id.get(m.state.operator_id)
-        if i is None:
-            extra.append(m)
-            continue
-        k = merged[i]
-        merged[i] = misrouting.Misrouted(k.state, k.receiver, m.counterpart, m.counterpart_by, m.writer,
-                                         m.detected_by, [*m.evidence, *k.evidence])
-    return Findings(found.losses, (*found.warnings, *notes), found.claims, (*merged, *extra), found.lost_states)

@@ -1,10 +1,10 @@
-"""Read a Flink job's configuration as Flink does: `config.yaml` (Flink 1.19+, the only file 2.x reads) or the
+"""Parse a Flink job's configuration as Flink does: `config.yaml` (Flink 1.19+, the only file 2.x reads) or the
 legacy `flink-conf.yaml`, plus `-D key=value` settings.
 
 `config.yaml` is standard YAML whose nested maps spell dotted keys (`state: {backend: {type: x}}` is
 `state.backend.type`), as `GlobalConfiguration` flattens it; `flink-conf.yaml` is Flink 1.x's line format
 (`key: value`, `#` comments), parsed line by line the way `GlobalConfiguration#loadYAMLResource` did. A
-directory is read like a `FLINK_CONF_DIR`: its config.yaml, else its flink-conf.yaml. Bad input is an
+directory is read like a `FLINK_CONF_DIR` (`storage.flink_config_file`). Bad input is an
 `InputError` naming the file (one line, exit 2 at the CLI). Both are read by the shared hardened reader
 (`hashing.documents`): a regular file only (a FIFO never blocks, `/dev/zero` is never read), at most
 `MAX_CONFIG_BYTES`, and YAML without aliases, anchors or tags, at most `MAX_DEPTH` levels deep.
@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from hashing.documents import Limits, parse_text, read_local_file
+from hashing.documents import Limits, parse_text
 from hashing.errors import InputError, describe
 
-__all__ = ["CONFIG_YAML", "LEGACY_CONFIG", "FlinkConfig", "parse_settings", "read_flink_config"]
+__all__ = ["CONFIG_YAML", "LEGACY_CONFIG", "FlinkConfig", "parse_flink_config", "parse_settings"]
 
 CONFIG_YAML = "config.yaml"
 LEGACY_CONFIG = "flink-conf.yaml"
@@ -92,20 +91,9 @@ def _legacy_lines(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def read_flink_config(path: str | Path) -> FlinkConfig:
-    """A config.yaml, a flink-conf.yaml, or a directory holding one (config.yaml wins, as in Flink 1.19+)."""
-    p = Path(path)
-    if p.is_dir():
-        for name in (CONFIG_YAML, LEGACY_CONFIG):
-            if (p / name).is_file():
-                return read_flink_config(p / name)
-        raise InputError(f"{p}: no {CONFIG_YAML} or {LEGACY_CONFIG} in this directory")
-    return parse_flink_config(read_local_file(p, MAX_CONFIG_BYTES, what=CONFIG_FILE), str(p),
-                              legacy=p.name == LEGACY_CONFIG)
-
-
 def parse_flink_config(data: bytes, origin: str, *, legacy: bool = False) -> FlinkConfig:
-    """`read_flink_config` of a file's bytes: `legacy` for flink-conf.yaml's line format."""
+    """A configuration file's bytes (`storage.flink_config_file` reads them); `legacy`: flink-conf.yaml's line
+    format."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

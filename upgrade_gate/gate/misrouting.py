@@ -24,42 +24,19 @@ An explicit `setUidHash` pin (matched by the alternative id) is the user's routi
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from hashing.errors import InputError
 from hashing.graph import StreamGraph, StreamNode
 from hashing.operator_ids import OperatorIds
-from hashing.readers import LoadedGraph
 from upgrade_gate.flink.assignment.keyed_state import has_keyed_input
 from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.assignment.state_assignment import Assignment
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
-from upgrade_gate.storage.objects import read_graph
+from upgrade_gate.gate.inputs import GraphSide
+from upgrade_gate.vocabulary import Verdict
 
 _PLANNER_COUNTER = re.compile(r"\[\d+\]")
-
-
-@dataclass(frozen=True)
-class GraphSide:
-    """A graph plus the spec's descriptive node fields the hasher ignores (`kind`, `state`, `key_type`,
-    `factory_class`): they are what tells two same-shaped operators apart."""
-
-    graph: StreamGraph
-    extras: dict[int, dict[str, Any]] = field(default_factory=dict)
-    origin: str | None = None
-    sql_state: dict[str, Any] | None = None  # `LoadedGraph.sql_state`: SQL operators' key and state row types
-
-
-def load_side(source: LoadedGraph | StreamGraph | GraphSide | str | Path) -> GraphSide:
-    """The graph with its descriptive fields, reading a path once (a `LoadedGraph` is not read again)."""
-    if isinstance(source, GraphSide):
-        return source
-    if isinstance(source, StreamGraph):
-        return GraphSide(source)
-    loaded = source if isinstance(source, LoadedGraph) else read_graph(str(source))
-    return GraphSide(loaded.graph, dict(loaded.extras), loaded.origin or None, loaded.sql_state)
 
 
 def _state_names(value: Any) -> tuple[str, ...] | None:
@@ -145,6 +122,8 @@ def counterparts(old: GraphSide, new: GraphSide) -> dict[int, tuple[int, str]]:
 @dataclass
 class Misrouted:
     """One savepoint state that lands on the wrong operator."""
+
+    verdict = Verdict.STATE_MISROUTED
 
     state: OperatorState
     receiver: int  # new node id
@@ -250,10 +229,3 @@ def find(metadata: CheckpointMetadata, assignment: Assignment, new: GraphSide, o
     return found, warnings
 
 
-def old_graph_side(old_graph: LoadedGraph | StreamGraph | GraphSide | str | Path | None) -> GraphSide | None:
-    if old_graph is None:
-        return None
-    try:
-        return load_side(old_graph)
-    except InputError as exc:
-        raise InputError(f"--old-graph: {exc}") from None

@@ -17,14 +17,12 @@ restore check's business (`upgrade-gate check` with the graph `export --compiled
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from hashing.errors import InputError
 
-__all__ = ["MEASURED", "PlanVersionCheck", "check", "check_file", "plan_flink_version"]
+__all__ = ["MEASURED", "PlanVersionCheck", "check", "plan_flink_version"]
 
 # the releases whose plans every later measured release executed (tests/fixtures/plan_versions/acceptance.json)
 MEASURED = ("1.19", "1.20", "2.0", "2.1", "2.2", "2.3")
@@ -83,16 +81,3 @@ def check(plan_version: str, target: str) -> PlanVersionCheck:
                             f"Flink {target_line} executes plans compiled by every earlier release from {MEASURED[0]} "
                             f"(measured); the plan's operators keep their uids, so state restores as the restore "
                             f"check says")
-
-
-def check_file(path: str | Path, target: str) -> PlanVersionCheck:
-    """`check` for a plan file."""
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{p}: cannot read the compiled plan: {exc}") from None
-    try:
-        return check(plan_flink_version(doc), target)
-    except InputError as exc:
-        raise InputError(f"{p}: {exc}") from None

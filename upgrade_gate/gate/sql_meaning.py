@@ -21,14 +21,14 @@ graph there is nothing to compare: one warning says so.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from hashing.operator_ids import compute_operator_ids
 from upgrade_gate.gate import misrouting
-from upgrade_gate.gate.findings import state_names
+from upgrade_gate.gate.findings import Finding, Loss, MeaningChanged, Note, state_names
+from upgrade_gate.gate.inputs import GraphSide
 
-__all__ = ["MeaningFindings", "args", "check", "compare", "family", "kind", "meaning", "split_top", "strip_counters"]
+__all__ = ["args", "check", "compare", "family", "kind", "meaning", "split_top", "strip_counters", "writers_of"]
 
 _PREFIX = re.compile(r"^\[\d+\]:")
 _COUNTER = re.compile(r"\[\d+\]")
@@ -147,43 +147,31 @@ def compare(old: str, new: str) -> list[tuple[str, str, str]]:
             if asp in after and before[asp][1] != after[asp][1]]
 
 
-@dataclass
-class MeaningFindings:
-    misrouted: list[dict[str, Any]] = field(default_factory=list)
-    losses: list[dict[str, Any]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    writers: dict[bytes, int] | None = None  # savepoint operator id -> old node (for the explanations)
-
-
-def writers_of(metadata: Any, old: misrouting.GraphSide, hasher: str, version: Any) -> dict[bytes, int]:
+def writers_of(metadata: Any, old: GraphSide, hasher: str, version: Any) -> dict[bytes, int]:
     """As `check.evaluate` traces them: the old graph's IDs under the rules of the release that wrote it."""
     old_version = version.or_older_writer_of(metadata.version)
     ids = [compute_operator_ids(old.graph, h, old_version) for h in dict.fromkeys(("v2", hasher))]
     return misrouting.old_writers(metadata, ids)
 
 
-def check(metadata: Any, sim: Any, side: misrouting.GraphSide, old: misrouting.GraphSide | None, hasher: str,
-          version: Any, skip: set[str] | frozenset[str] = frozenset()) -> MeaningFindings:
-    """Every SQL state the simulation restores whose writer meant something else by it. `skip`: operator IDs
-    another rule already reports (`sql_state_rules`: Flink refuses them, so there is no meaning to continue)."""
-    out = MeaningFindings()
-    if not side.sql_state:
-        return out
-    if old is not None and old.sql_state:  # also for a failing restore: the explanations name the lost writers
-        out.writers = writers_of(metadata, old, hasher, version)
-    if sim.failure is not None or sim.assignment is None:
-        return out
+def check(metadata: Any, sim: Any, side: GraphSide, old: GraphSide | None, hasher: str,
+          version: Any, skip: set[str] | frozenset[str] = frozenset()) -> list[Finding]:
+    """Every SQL state the simulation restores whose writer meant something else by it: a `MeaningChanged` and the
+    `Loss` of its meaning each. `skip`: operator IDs another rule already reports (`sql_state_rules`: Flink refuses
+    them, so there is no meaning to continue)."""
+    if not side.sql_state or sim.failure is not None or sim.assignment is None:
+        return []
     restored = [(nid, r) for nid, r in sorted(sim.assignment.operators.items())
                 if r.old is not None and r.old.state_size > 0 and str(nid) in side.sql_state]
     if not restored:
-        return out
+        return []
     if old is None or not old.sql_state:
-        out.warnings.append(f"{len(restored)} SQL operator(s) restore savepoint state; without the old query's "
-                            f"exported graph the gate cannot tell whether the state still means the same (a group "
-                            f"key, aggregate, window or top-N changed under a kept operator ID): pass --old-graph "
-                            f"to check SQL meaning")
-        return out
-    writers = out.writers or {}
+        return [Note(f"{len(restored)} SQL operator(s) restore savepoint state; without the old query's "
+                     f"exported graph the gate cannot tell whether the state still means the same (a group "
+                     f"key, aggregate, window or top-N changed under a kept operator ID): pass --old-graph "
+                     f"to check SQL meaning")]
+    out: list[Finding] = []
+    writers = writers_of(metadata, old, hasher, version)
     graph = side.graph
     for nid, r in restored:
         op = r.old
@@ -196,25 +184,16 @@ def check(metadata: Any, sim: Any, side: misrouting.GraphSide, old: misrouting.G
         if not diffs:
             continue
         recv = graph.by_id[nid]
-        changes = [f"{asp}: {a} -> {b}" for asp, a, b in diffs]
-        names = state_names(op)
-        head = (f"{'; '.join(changes)}: the operator kept its ID, so Flink restores the state and the new query "
-                f"continues from values written under the old meaning")
-        out.misrouted.append({
-            "operator_id": op.operator_id_hex, "name": op.name or recv.name, "uid": op.uid, "bytes": op.state_size,
-            "state_names": names,
-            "writer": {"node_id": w, "name": old.graph.by_id[w].name, "uid": old.graph.by_id[w].uid,
-                       "description": strip_counters(od)},
-            "receiver": {"node_id": nid, "name": recv.name, "uid": recv.uid, "description": strip_counters(nd)},
-            "counterpart": None, "detected_by": "sql-meaning",
-            "evidence": [head, *changes, f"old: {strip_counters(od)}", f"new: {strip_counters(nd)}"],
-            "meaning": {"old": strip_counters(od), "new": strip_counters(nd),
-                        "changes": [{"aspect": asp, "old": a, "new": b} for asp, a, b in diffs]}})
-        out.losses.append({
-            "operator_id": op.operator_id_hex, "name": op.name or recv.name, "uid": op.uid, "bytes": op.state_size,
-            "state_names": names,
-            "reason": f"restored but wrong: this state was written for {'; '.join(f'{a}' for _, a, _ in diffs)} "
-                      f"and the new query reads it as {'; '.join(f'{b}' for _, _, b in diffs)} "
-                      f"({', '.join(asp for asp, _, _ in diffs)} changed); the results mix both meanings. Start "
-                      f"this operator without state (a new operator ID, or a fresh start) or keep the old query"})
+        names = tuple(state_names(op))
+        writer = {"node_id": w, "name": old.graph.by_id[w].name, "uid": old.graph.by_id[w].uid,
+                  "description": strip_counters(od)}
+        receiver = {"node_id": nid, "name": recv.name, "uid": recv.uid, "description": strip_counters(nd)}
+        out.append(MeaningChanged(op, names, writer, receiver, strip_counters(od), strip_counters(nd), tuple(diffs),
+                                  op.name or recv.name))
+        out.append(Loss(op.operator_id_hex, op.name or recv.name, op.uid, op.state_size,
+                        f"restored but wrong: this state was written for {'; '.join(f'{a}' for _, a, _ in diffs)} "
+                        f"and the new query reads it as {'; '.join(f'{b}' for _, _, b in diffs)} "
+                        f"({', '.join(asp for asp, _, _ in diffs)} changed); the results mix both meanings. Start "
+                        f"this operator without state (a new operator ID, or a fresh start) or keep the old query",
+                        names, op, orphaned=False))
     return out

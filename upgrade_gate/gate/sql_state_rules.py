@@ -32,11 +32,10 @@ from typing import Any
 
 from upgrade_gate.flink.state_meta import OperatorSchemas, SerializerSnapshot, read_state_schemas
 from upgrade_gate.flink.state_meta.logical_types import display
+from upgrade_gate.flink.state_meta.streams import local_opener
 from upgrade_gate.gate.state_schema_diff import serializer_class
-from upgrade_gate.gate.upgrade_checks import ExtraChecks
-from upgrade_gate.storage.state_files import state_stream_opener
 
-__all__ = ["SqlStateError", "check", "fold", "predict", "sql_state_errors"]
+__all__ = ["SqlStateError", "predict", "sql_state_errors"]
 
 _ROW = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"
 _BOOLEAN = "org.apache.flink.api.common.typeutils.base.BooleanSerializer$BooleanSerializerSnapshot"
@@ -164,7 +163,7 @@ def sql_state_errors(metadata: Any, restores: Iterable[Any], sql_state: dict[str
     if not received:
         return []
     out: list[SqlStateError] = []
-    read = schemas() if schemas is not None else read_state_schemas(metadata, opener or state_stream_opener(),
+    read = schemas() if schemas is not None else read_state_schemas(metadata, opener or local_opener,
                                                                      tolerant=True)
     for op in read:
         node = received.get(op.operator_id)
@@ -172,27 +171,3 @@ def sql_state_errors(metadata: Any, restores: Iterable[Any], sql_state: dict[str
         if isinstance(entry, dict):
             out += predict(op, entry)
     return out
-
-
-def check(metadata: Any, sim: Any, side: Any,
-          schemas: Callable[[], Iterable[OperatorSchemas]] | None = None) -> list[SqlStateError]:
-    """The rule for `check_upgrade`: the exported graph's `sql_state` (carried by `GraphSide`, read with the
-    graph) against the state the simulation restores. Graphs without SQL operators have none and pay nothing.
-    `schemas`: the savepoint's proxies, read on first call (shared with the other rules of the same check)."""
-    if sim.failure is not None or sim.assignment is None:
-        return []
-    if not side.sql_state:
-        return []
-    return sql_state_errors(metadata, sim.assignment.operators.values(), side.sql_state, schemas=schemas)
-
-
-def fold(extra: ExtraChecks, errors: list[SqlStateError], metadata: Any) -> ExtraChecks:
-    """Add the refused SQL states to the other checks' result: each blocks, with Flink's error and what is lost."""
-    sizes = {op.operator_id_hex: op.state_size for op in metadata.operator_states}
-    losses = tuple({"operator_id": e.operator_id, "name": e.operator, "uid": None, "bytes": sizes.get(e.operator_id, 0),
-                    "state_names": [e.state],
-                    "reason": f"the restore fails: the {'key' if e.state == 'key' else 'state ' + e.state} of this "
-                              f"SQL operator was {e.old} and the new query makes it {e.new}; Flink cannot migrate "
-                              f"RowData state ({e.message})"} for e in errors)
-    return ExtraChecks(errors=(*extra.errors, *(e.message for e in errors)), losses=(*extra.losses, *losses),
-                       warnings=extra.warnings, schema_changes=extra.schema_changes, config=extra.config)

@@ -11,7 +11,7 @@ state restore correctly. Which of the two happens depends on the bytes, not on t
 names both. The serializer snapshots in every state handle (upgrade_gate/flink/state_meta/) name each
 such state before the upgrade.
 
-`kryo_upgrade_misreads` is a snapshot rule for the chain in `upgrade_gate.gate.findings`:
+`upgrade_gate.gate.rules.state_schema.kryo_upgrade_misreads` turns these into findings:
 - a Kryo snapshot (anywhere in a state's serializer tree: a POJO field, a list element, a map value...)
   whose type is a Java collection or map, or whose type has a registered or default custom Kryo serializer,
   -> a corrupted `Loss` (not orphaned: the state is restored, but wrong): verdict STATE_CORRUPTED;
@@ -23,17 +23,14 @@ such state before the upgrade.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
-from upgrade_gate.flink.state_meta import OperatorSchemas, SerializerSnapshot, StateMetaInfo, read_state_schemas
-from upgrade_gate.flink.state_meta.streams import Opener
-from upgrade_gate.gate.findings import Findings, Loss, Note, RuleContext, SavepointFacts
-from upgrade_gate.storage.state_files import state_stream_opener
+from upgrade_gate.flink.metadata.model import CheckpointMetadata
+from upgrade_gate.flink.state_meta import OperatorSchemas, SerializerSnapshot, StateMetaInfo
 
-__all__ = ["KryoMisread", "crosses_kryo_upgrade", "kryo_misreads", "kryo_upgrade_misreads", "savepoint_schemas"]
+__all__ = ["FIX", "KryoMisread", "crosses_kryo_upgrade", "describe", "kryo_misreads"]
 
 LAST_1X_METADATA_VERSION = 4  # Flink 1.17-1.20 write `_metadata` v4; 2.0 writes v5
 # java.util (and java.util.concurrent) collections and maps, concrete or interfaces, inner classes included
@@ -119,60 +116,6 @@ def kryo_misreads(schemas: Iterable[OperatorSchemas]) -> list[KryoMisread]:
     return out
 
 
-def _where(m: KryoMisread) -> str:
+def describe(m: KryoMisread) -> str:
     place = f" (field {m.path})" if m.path else ""
     return f"state '{m.state.name}' ({m.state.kind}{', ' + m.role if m.role != 'VALUE_SERIALIZER' else ''}){place}"
-
-
-def savepoint_schemas(facts: SavepointFacts) -> tuple[OperatorSchemas, ...]:
-    """`read_state_schemas` of the savepoint (tolerant, the storage layer's opener), read at most once per
-    `check_upgrade`.
-
-    `check_upgrade` runs the rule chain again on the remedied graph for the same savepoint
-    (`verdict_with_remedies`), and the SQL state rule reads the same proxies (`sql_state_rules.check`);
-    the state files are the same, so later readers reuse the first's proxies (kept on the `SavepointFacts`
-    one check shares) instead of re-reading and re-parsing them (in a fleet check the second pass was 1 job
-    in 6, each reading every proxy again: docs/performance.md, "Spark jobs")."""
-    if facts.state_schemas is None:
-        facts.state_schemas = read_state_schemas(facts.metadata, state_stream_opener(), tolerant=True)
-    return facts.state_schemas
-
-
-def _schemas(ctx: RuleContext, opener: Opener | None) -> tuple[OperatorSchemas, ...]:
-    """The context's proxies: once per check with the default opener; a caller's own opener is asked every time."""
-    if opener is not None:
-        return read_state_schemas(ctx.metadata, opener, tolerant=True)
-    return savepoint_schemas(ctx.facts)
-
-
-def kryo_upgrade_misreads(ctx: RuleContext, so_far: Findings, opener: Opener | None = None) -> Iterator[Loss | Note]:
-    """Snapshot rule: crossing Flink 1.x -> 2.x, name every state Kryo 5 would restore corrupted.
-
-    Reads the state handles' serialization proxies (only their first bytes) only when the upgrade crosses
-    the Kryo 2 -> 5 line; otherwise yields nothing and reads nothing. Operators whose whole state earlier
-    rules already found lost (no owner in the new job) are skipped: nothing restores them to be misread."""
-    target = ctx.ids.flink_version
-    if not crosses_kryo_upgrade(ctx.metadata, target.major):
-        return
-    lost = {s.operator_id_hex for s in so_far.lost_states}
-    # tolerant: a state file we cannot parse is a warning on that operator, the rest is still judged
-    schemas = tuple(op for op in _schemas(ctx, opener) if op.operator_id not in lost)
-    by_id: dict[str, OperatorState] = {op.operator_id_hex: op for op in ctx.metadata.operator_states}
-    blocking: dict[str, list[KryoMisread]] = {}
-    for m in kryo_misreads(schemas):
-        if m.blocking:
-            blocking.setdefault(m.operator.operator_id, []).append(m)
-        else:
-            yield Note(f"operator {m.operator.uid or m.operator.name or m.operator.operator_id}: {_where(m)}: "
-                       f"{m.why}")
-    for op_id, found in blocking.items():
-        op = by_id[op_id]
-        names = tuple(dict.fromkeys(m.state.name for m in found))
-        details = "; ".join(f"{_where(m)}: {m.why}" for m in found)
-        yield Loss(op, op.name or op.uid, op.state_size,
-                   f"restores CORRUPTED on Flink {target}, or the restore fails (savepoint written by Flink 1.x, "
-                   f"Kryo 2 -> Kryo 5): {details}. Fix: {FIX}", names, orphaned=False, corrupted=True)
-    for op in schemas:
-        for note in op.incomplete:
-            yield Note(f"operator {op.uid or op.name or op.operator_id}: state serializers not read ({note}); "
-                       f"the check cannot tell whether Flink {target} reads this state correctly")

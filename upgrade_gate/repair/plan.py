@@ -37,12 +37,14 @@ from upgrade_gate.flink.assignment.keyed_state import has_keyed_input, has_keyed
 from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 from upgrade_gate.flink.state_meta.streams import Opener, local_opener
-from upgrade_gate.gate import findings, misrouting, remedies, sql_explain, sql_meaning
-from upgrade_gate.gate.check import CheckResult, check_upgrade, evaluate, savepoint_pointer
-from upgrade_gate.gate.findings import keyed_bytes, state_names
+from upgrade_gate.gate import misrouting, remedies, sql_explain, sql_meaning
+from upgrade_gate.gate.check import CheckResult, restore_pass, savepoint_pointer
+from upgrade_gate.gate.findings import SavepointFacts, keyed_bytes, state_names
+from upgrade_gate.gate.inputs import CheckInputs, CheckOptions, GraphSide
 from upgrade_gate.repair.drop_state import drop_named_states, state_names_of
 from upgrade_gate.repair.max_parallelism import Rescaled, UnsupportedKey, cannot_rescale, rescale
 from upgrade_gate.repair.rewrite import apply_plan
+from upgrade_gate.storage.check_inputs import check_upgrade
 from upgrade_gate.vocabulary import Verdict
 
 __all__ = ["DROPPABLE_PARTS", "Drop", "Move", "RepairPlan", "Unresolved", "plan_repair"]
@@ -168,7 +170,7 @@ class RepairPlan:
 
 
 # ---- naming operators on the command line ------------------------------------------------------------------
-def _savepoint_op(metadata: CheckpointMetadata, spec: str, old: misrouting.GraphSide | None,
+def _savepoint_op(metadata: CheckpointMetadata, spec: str, old: GraphSide | None,
                   old_ids: OperatorIds | None, flag: str) -> OperatorState:
     """A savepoint operator by its ID (32 hex), or by uid / name (recorded in v5+, else via --old-graph)."""
     ops = metadata.operator_states
@@ -234,7 +236,7 @@ def _parse_drop(value: str) -> tuple[str, str | None]:
 
 
 # ---- evidence ------------------------------------------------------------------------------------------------
-def _declared_state_conflict(op: OperatorState, side: misrouting.GraphSide, nid: int) -> str | None:
+def _declared_state_conflict(op: OperatorState, side: GraphSide, nid: int) -> str | None:
     """The new node declares operator-state names (spec `state`) and the savepoint's are not among them."""
     declared = misrouting.profile(side, nid)["state"]
     if declared is None:
@@ -256,7 +258,7 @@ def _fit_problem(op: OperatorState, node: StreamNode, graph: StreamGraph) -> str
     return f"'{node.name}' is not a FLIP-27 source: it would never read this coordinator state"
 
 
-def _old_ids(old: misrouting.GraphSide, metadata: CheckpointMetadata, hasher: str,
+def _old_ids(old: GraphSide, metadata: CheckpointMetadata, hasher: str,
              version: FlinkVersion) -> list[OperatorIds]:
     """The old graph's IDs as `check.evaluate` traces writers: under the release that wrote the savepoint."""
     old_version = version.or_older_writer_of(metadata.version)
@@ -266,8 +268,8 @@ def _old_ids(old: misrouting.GraphSide, metadata: CheckpointMetadata, hasher: st
 class _Placer:
     """Finds each homeless state its counterpart among the new job's free operators, evidence first."""
 
-    def __init__(self, new: misrouting.GraphSide, ids: OperatorIds, free: dict[int, StreamNode],
-                 old: misrouting.GraphSide | None, writers: dict[bytes, int],
+    def __init__(self, new: GraphSide, ids: OperatorIds, free: dict[int, StreamNode],
+                 old: GraphSide | None, writers: dict[bytes, int],
                  pairs: dict[int, tuple[int, str]]) -> None:
         self.new, self.graph, self.ids, self.free = new, new.graph, ids, free
         self.old, self.writers, self.pairs = old, writers, pairs
@@ -357,7 +359,7 @@ def _coordinator_moves(assignment: Any, graph: StreamGraph, ids: OperatorIds) ->
     return out
 
 
-def plan_repair(metadata: CheckpointMetadata, new: misrouting.GraphSide, *, old: misrouting.GraphSide | None = None,
+def plan_repair(metadata: CheckpointMetadata, new: GraphSide, *, old: GraphSide | None = None,
                 hasher: str = "v2", matching: str = "fixed", flink_version: str | FlinkVersion | None = None,
                 pointer: str | None = None, maps: tuple[str, ...] = (), drops: tuple[str, ...] = (),
                 max_parallelism: int | None = None, workdir: Path | None = None,
@@ -379,8 +381,9 @@ def plan_repair(metadata: CheckpointMetadata, new: misrouting.GraphSide, *, old:
         suggested = ("--max-parallelism", str(changed[1]))
     target = max_parallelism if max_parallelism is not None else (changed[1] if changed else None)
     planning = metadata if target is None else _at_max_parallelism(metadata, target)  # the numbers Flink compares
-    facts = findings.SavepointFacts(planning)
-    ctx, shown, found, _ = evaluate(facts, new, hasher, matching, version, False, pointer, old)
+    inputs = CheckInputs(planning, new, CheckOptions(hasher, matching, version), old, pointer, open_state=opener)
+    ctx = restore_pass(inputs, new, SavepointFacts(planning), pointer)
+    shown, found = ctx.shown, ctx.found
     graph, ids = new.graph, ctx.ids
     old_ids = _old_ids(old, metadata, hasher, version) if old is not None else []
 

@@ -16,10 +16,11 @@ from typing import Any
 
 from hashing.versions import FlinkVersion
 from upgrade_gate.flink.metadata import METADATA_FILE_NAME, CheckpointMetadata
-from upgrade_gate.gate.check import CheckResult, check_upgrade, savepoint_pointer
+from upgrade_gate.gate.check import CheckResult, savepoint_pointer
 from upgrade_gate.gate.misrouting import GraphSide
 from upgrade_gate.repair.plan import RepairPlan, plan_repair
 from upgrade_gate.storage import savepoint_writer
+from upgrade_gate.storage.check_inputs import check_upgrade
 from upgrade_gate.storage.savepoint_writer import Progress, WriteResult
 from upgrade_gate.storage.savepoints import read_metadata_blob
 from upgrade_gate.storage.state_files import state_stream_opener

@@ -9,13 +9,16 @@ import sys
 from typing import Any
 
 from hashing.errors import InputError
+from hashing.versions import FlinkVersion
 from upgrade_gate.cli.commands.graph_args import graph_named, load_with_notes
 from upgrade_gate.flink.metadata import CheckpointMetadata
-from upgrade_gate.gate.check import CheckResult, check_upgrade
+from upgrade_gate.gate.check import CheckResult, check
 from upgrade_gate.gate.flink_config import parse_settings
+from upgrade_gate.gate.inputs import CheckOptions
 from upgrade_gate.gate.sql_explain import text as sql_text
 from upgrade_gate.gate.sql_remedies import text as sql_remedy_text
 from upgrade_gate.storage import discovery, k8s_operator
+from upgrade_gate.storage.check_inputs import read_check_inputs, read_side
 from upgrade_gate.storage.discovery import SYNTAX_HELP
 from upgrade_gate.storage.redact import redact
 from upgrade_gate.storage.savepoints import load_newest_complete
@@ -85,11 +88,10 @@ def repair_offer(res: CheckResult, savepoint: CheckpointMetadata, graph: Any, ol
                  flink_version: str | None) -> dict[str, Any] | None:
     """Would `upgrade-gate repair` make this upgrade SAFE without changing the job (docs/guide.md, "When the gate
     says no")? `upgrade_gate.repair.offer`, with the command spelled with this invocation's names."""
-    from upgrade_gate.gate.misrouting import load_side
     from upgrade_gate.repair.offer import repair_offer as offer
     from upgrade_gate.storage.state_files import state_stream_opener
 
-    return offer(res, savepoint, load_side(graph), old=load_side(old) if old is not None else None,
+    return offer(res, savepoint, read_side(graph), old=read_side(old) if old is not None else None,
                  hasher=args.hasher, matching=args.matching, flink_version=flink_version,
                  opener=state_stream_opener(), graph=args.graph or "GRAPH", old_graph=args.old_graph,
                  savepoint=redact(args.savepoint or f"{discovery.K8S}{args.current}"))
@@ -242,14 +244,13 @@ def run(args: argparse.Namespace) -> int:
     old = load_with_notes(args.old_graph) if args.old_graph else None
     flink_version = args.flink_version or (settings.flink_version if settings else None)
     allow = args.allow_non_restored_state or bool(settings and settings.allow_non_restored_state)
+    options = CheckOptions(args.hasher, args.matching, FlinkVersion.parse(flink_version), allow)
     with graph_named(args.graph or args.deployment):
-        res = check_upgrade(savepoint, graph, hasher=args.hasher, matching=args.matching,
-                            allow_non_restored_state=allow, flink_version=flink_version, old_graph=old,
-                            old_savepoint=args.old_savepoint, new_job_savepoint=args.new_job_savepoint,
-                            flink_config=args.flink_config,
-                            # the resource's flinkConfiguration is the new job's configuration; -D overrides it
-                            settings=(*(settings.flink_configuration.items() if settings else ()),
-                                      *parse_settings(args.dynamic)))
+        res = check(read_check_inputs(
+            savepoint, graph, options=options, old_graph=old, old_savepoint=args.old_savepoint,
+            new_job_savepoint=args.new_job_savepoint, flink_config=args.flink_config,
+            # the resource's flinkConfiguration is the new job's configuration; -D overrides it
+            settings=(*(settings.flink_configuration.items() if settings else ()), *parse_settings(args.dynamic))))
     offer = repair_offer(res, savepoint, graph, old, args, flink_version)
     if args.format == "json":
         text = json.dumps({**res.to_json(), "repair": offer}, indent=2) + "\n"

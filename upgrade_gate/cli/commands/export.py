@@ -74,6 +74,18 @@ def _plans(kind: str, path: Path) -> list[Path]:
     return out
 
 
+def _plan_version(path: Path, target: str) -> plan_versions.PlanVersionCheck:
+    """`plan_versions.check` of a compiled plan file: would release `target` execute it (FLIP-190)?"""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot read the compiled plan: {exc}") from None
+    try:
+        return plan_versions.check(plan_versions.plan_flink_version(doc), target)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     program_args = list(args.program_args)
     if program_args[:1] == ["--"]:
@@ -89,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     parallelism = None if args.parallelism is None else int(_number(args.parallelism, "-p", int))
     timeout = float(_number(args.timeout, "--timeout", float))
     for plan_file in _plans(kind, Path(path)):  # FLIP-190: a release refuses newer plans (gate/plan_versions.py)
-        plan = plan_versions.check_file(plan_file, export_release(args.flink_version))
+        plan = _plan_version(plan_file, export_release(args.flink_version))
         if not plan.accepted:
             raise InputError(f"{plan_file}: {plan.reason}. Flink would fail with: {plan.flink_error}")
     try:

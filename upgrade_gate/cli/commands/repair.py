@@ -18,12 +18,19 @@ from typing import Any
 from upgrade_gate.cli.commands.check import resolve_savepoint
 from upgrade_gate.cli.commands.graph_args import graph_named, load_with_notes
 from upgrade_gate.cli.text_table import human_bytes, paragraph, render
-from upgrade_gate.gate.misrouting import load_side
 from upgrade_gate.repair.plan import DROPPABLE_PARTS, Drop
 from upgrade_gate.repair.run import RepairOutcome, repair_savepoint
+from upgrade_gate.storage.check_inputs import read_side
 from upgrade_gate.storage.discovery import SYNTAX_HELP
 from upgrade_gate.storage.savepoints import load_savepoint
-from upgrade_gate.vocabulary import DEFAULT_FLINK_VERSION, DEFAULT_HASHER, FLINK_VERSIONS, HASHERS, MATCHING_MODES
+from upgrade_gate.vocabulary import (
+    DEFAULT_FLINK_VERSION,
+    DEFAULT_HASHER,
+    FLINK_VERSIONS,
+    HASHERS,
+    MATCHING_MODES,
+    Verdict,
+)
 
 NAME = "repair"
 HELP = ("write a NEW savepoint that the new job GRAPH restores completely: state moved to the new operator IDs "
@@ -101,7 +108,7 @@ def render_table(out: RepairOutcome, args: argparse.Namespace) -> str:
     plan = out.plan
     after = plan.after.verdict if plan.after is not None else plan.before.verdict
     lines = []
-    if not plan.needed and not plan.unresolved and plan.before.verdict == "SAFE":
+    if not plan.needed and not plan.unresolved and plan.before.verdict is Verdict.SAFE:
         lines.append("NOTHING TO REPAIR: the check says SAFE")
     elif not plan.needed and not plan.unresolved:  # the findings are not about where state goes
         lines.append(f"NOT REPAIRABLE: the check says {plan.before.verdict}, and no state needs another operator ID")
@@ -180,8 +187,8 @@ def render_table(out: RepairOutcome, args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     spec = resolve_savepoint(args.savepoint)
     metadata = load_savepoint(spec) if isinstance(spec, str) else spec
-    new = load_side(load_with_notes(args.graph))
-    old = load_side(load_with_notes(args.old_graph)) if args.old_graph else None
+    new = read_side(load_with_notes(args.graph))
+    old = read_side(load_with_notes(args.old_graph)) if args.old_graph else None
     with graph_named(args.graph):
         out = repair_savepoint(metadata, new, destination=args.output, old=old, hasher=args.hasher,
                                matching=args.matching, flink_version=args.flink_version,
@@ -194,9 +201,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_table(out, args))
     if not out.plan.needed and not out.plan.unresolved:
-        return 0 if out.plan.before.verdict == "SAFE" else 1
+        return 0 if out.plan.before.verdict is Verdict.SAFE else 1
     if not out.plan.repairable:
         return 1
     if args.output is None:
         return 0
-    return 0 if out.verified is not None and out.verified.verdict == "SAFE" else 1
+    return 0 if out.verified is not None and out.verified.verdict is Verdict.SAFE else 1
