@@ -192,3 +192,22 @@ def test_the_gate_does_no_io() -> None:
                 if name in IO_CALLS:
                     found.append(f"{rel}:{node.lineno} calls {name}")
     assert found == [], "I/O in the gate:\n" + "\n".join(found)
+
+
+def test_state_meta_looks_down_on_metadata_only() -> None:
+    """`upgrade_gate.flink.state_meta` reads with the `_metadata` layer's `BoundedReader` and Java serialization
+    reader (metadata/java_serialization.py, the one reader of that grammar), so `metadata` never imports it."""
+    known = _modules()
+    back = [f"{path.relative_to(REPO)}:{line} imports {module}"
+            for name, path in known.items() if name.startswith("upgrade_gate.flink.metadata")
+            for module, line in _imports(path, name, known) if module.startswith("upgrade_gate.flink.state_meta")]
+    assert back == [], "metadata imports state_meta:\n" + "\n".join(back)
+
+
+def test_one_reader_of_java_serialization() -> None:
+    """Java's object serialization grammar (`ObjectInputStream`'s TC_* type codes) is parsed in one module, which
+    the `_metadata` trailer and the state meta logical types both use (issue #28: each grammar parsed once)."""
+    reader = REPO / "upgrade_gate" / "flink" / "metadata" / "java_serialization.py"
+    others = sorted(str(p.relative_to(REPO)) for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")
+                    if p != reader and "TC_OBJECT" in p.read_text(encoding="utf-8"))
+    assert reader.is_file() and others == [], f"another Java serialization reader: {others}"

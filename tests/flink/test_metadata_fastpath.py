@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-import upgrade_gate.flink.metadata.java_serialization as java_serialization
+import upgrade_gate.flink.metadata.checkpoint_properties as checkpoint_properties
 import upgrade_gate.flink.metadata.serializers as serializers
 from hashing.versions import SUPPORTED, FlinkVersion
 from tests.metadata_support import MetadataBuilder, fixture_dirs, header
@@ -77,7 +77,7 @@ def _outcome(data: bytes, base: str | None, fast_paths: bool = True) -> Any:
 def _general_outcome(data: bytes, base: str | None, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The definitions alone: no fast reader, no cached properties trailer."""
     with monkeypatch.context() as m:
-        m.setattr(java_serialization, "_PROPERTIES_CACHE_MAX_BYTES", -1)
+        m.setattr(checkpoint_properties, "_PROPERTIES_CACHE_MAX_BYTES", -1)
         return _outcome(data, base, fast_paths=False)
 
 

@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from typing import TypeVar
 
 from upgrade_gate.flink.metadata.channel import ChannelStateHandleSerializerV1, ChannelStateHandleSerializerV2
+from upgrade_gate.flink.metadata.checkpoint_properties import read_checkpoint_properties
 from upgrade_gate.flink.metadata.errors import MetadataFormatError
 from upgrade_gate.flink.metadata.fast_reader import V3_SUBTASK_LAYOUT, FastReader
 from upgrade_gate.flink.metadata.handles import (
@@ -24,7 +25,6 @@ from upgrade_gate.flink.metadata.handles import (
     read_operator_handle,
     read_stream_handle,
 )
-from upgrade_gate.flink.metadata.java_serialization import read_checkpoint_properties
 from upgrade_gate.flink.metadata.model import (
     FINISHED_SUBTASK,
     ByteStreamStateHandle,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 
+from upgrade_gate.flink.metadata.checkpoint_properties import read_checkpoint_properties
 from upgrade_gate.flink.metadata.checkpoints import HEADER_MAGIC_NUMBER
 from upgrade_gate.flink.metadata.errors import MetadataFormatError
 from upgrade_gate.flink.metadata.handle_writer import (
@@ -32,7 +33,6 @@ from upgrade_gate.flink.metadata.handle_writer import (
     write_stream_handle,
     write_utf,
 )
-from upgrade_gate.flink.metadata.java_serialization import read_checkpoint_properties
 from upgrade_gate.flink.metadata.model import (
     ByteStreamStateHandle,
     CheckpointMetadata,

@@ -1,7 +1,7 @@
 """Flink `LogicalType`s read from their Java serialization, as `LogicalType#asSerializableString()` spells them.
 
 `RowDataSerializerSnapshot` keeps its row's field types as Java-serialized `LogicalType`s
-(java_serialization.py reads them), and `resolveSchemaCompatibility` refuses the new serializer unless
+(metadata/java_serialization.py reads them), and `resolveSchemaCompatibility` refuses the new serializer unless
 the type arrays are equal (`Arrays.equals`, so `LogicalType#equals`: class, nullability and each type's
 parameters: VARCHAR length, DECIMAL precision and scale, TIMESTAMP precision, ROW field names and
 descriptions; not TimestampType's kind, the rowtime/proctime marker). `asSerializableString()` carries
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrade_gate.flink.state_meta.java_serialization import JavaObject
+from upgrade_gate.flink.metadata.java_serialization import JavaObject
 
 __all__ = ["display", "type_string"]
 

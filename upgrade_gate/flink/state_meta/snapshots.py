@@ -27,15 +27,15 @@ Bodies, by class (facts from Flink 1.20 and 2.x):
   `BinaryRowDataSerializer.BinaryRowDataSerializerSnapshot` v3 (int number of fields).
 - `RowDataSerializer.RowDataSerializerSnapshot` v3 (flink-table-runtime): int count, each field's
   `LogicalType` Java-serialized on its own (`InstantiationUtil.serializeObject`, read by
-  java_serialization.py into `logical_types`), then `NestedSerializersSnapshotDelegate`.
+  metadata/java_serialization.py into `logical_types`), then `NestedSerializersSnapshotDelegate`.
 """
 
 from __future__ import annotations
 
 import re
 
+from upgrade_gate.flink.metadata.java_serialization import UnsupportedJavaStream, read_stream
 from upgrade_gate.flink.metadata.reader import BoundedReader
-from upgrade_gate.flink.state_meta.java_serialization import UnsupportedJavaStream, read_stream
 from upgrade_gate.flink.state_meta.logical_types import type_string
 from upgrade_gate.flink.state_meta.model import KRYO_SNAPSHOT, POJO_SNAPSHOT, SerializerSnapshot
 
@@ -184,7 +184,7 @@ def _row_types(r: BoundedReader) -> tuple[str, ...] | None:
     types: list[str | None] = []
     try:
         for _ in range(n):
-            types.append(type_string(read_stream(r)))
+            types.append(type_string(read_stream(r, "row field LogicalType")))
     except UnsupportedJavaStream:
         r.pos = start
         _skip_to_nested(r, ROW_DATA_SNAPSHOT, 3, start)
