@@ -56,7 +56,7 @@ chromium:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
 
 flink: $(VENV)/.installed
-	$(VPY) -m flink_bridge.dist 1.19 1.20 2.0 2.1 2.2 2.3
+	$(VPY) -m flink_bridge.dist
 
 demo: $(AF_VENV)/.installed bytecode
 	$(AF_PY) -m demo.run_demo

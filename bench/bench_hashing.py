@@ -32,6 +32,7 @@ from hashing.graph import StreamGraph
 from hashing.hashers import COMPILED, StreamGraphHasherV2, stream_graph_hashes
 from hashing.operator_ids import compute_operator_ids
 from hashing.readers.spec import parse_spec
+from hashing.versions import DEFAULT
 
 WORKLOADS = {"fleet: 200 jobs x 50 operators": (200, 50), "one large job: 2 x 5,000 operators": (2, 5000)}
 FLINK_CODE = "StreamGraphHasherV2.traverseStreamGraphAndGenerateHashes"
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--flink-version", default="2.3")
+    parser.add_argument("--flink-version", default=DEFAULT)
     parser.add_argument("--graphs", type=int, help="one workload of this many graphs (instead of the two standard)")
     parser.add_argument("--operators", type=int, default=50, help="operators per graph with --graphs (default 50)")
     fair.add_arguments(parser)

@@ -22,7 +22,7 @@ to one thread anyway; each result also carries our process CPU, which would exce
 started behind our back.
 
 Usage: python -m bench.bench_keygroups [--keys 10000000] [--string-keys 1000000] [--batch 200000]
-       [--types int,long,string] [--flink-version 2.3] [fair options: --rounds, --round-cpu, --warm-cpu, --tiny...]
+       [--types int,long,string] [--flink-version X.Y] [fair options: --rounds, --round-cpu, --warm-cpu, --tiny...]
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ import pyarrow as pa  # noqa: E402
 from bench import fair  # noqa: E402
 from hashing import vectorized  # noqa: E402
 from hashing.keygroups import assign_to_key_group, compute_operator_index_for_key_group  # noqa: E402
+from hashing.versions import DEFAULT  # noqa: E402
 
 MAX_PARALLELISM = 4096
 PARALLELISM = 1000
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scalar-keys", type=int, default=200_000, help="keys per type checked against the scalar core")
     ap.add_argument("--types", default="int,long,string", help="key types (default int,long,string)")
     ap.add_argument("--seed", type=int, default=20240611)
-    ap.add_argument("--flink-version", default="2.3")
+    ap.add_argument("--flink-version", default=DEFAULT)
     fair.add_arguments(ap)
     args = ap.parse_args(argv)
     results = run(args)

@@ -22,7 +22,7 @@ alternated in one process tree, the JVM warmed up by CPU time until its rate is 
 rates on both sides (the old version divided by our best parse but by Flink's mean), the ratio with its spread and
 the load average.
 
-Usage: python -m bench.bench_metadata [--input PATH]... [--version 2.3] [fair options: --rounds, --tiny, ...]
+Usage: python -m bench.bench_metadata [--input PATH]... [--version X.Y] [fair options: --rounds, --tiny, ...]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ sys.path.insert(0, str(REPO))
 from bench import fair  # noqa: E402
 from flink_bridge.dist import release_of  # noqa: E402
 from flink_bridge.generate_savepoints import BENCH_DIR, WIDE_CASE, generate_large, generate_wide  # noqa: E402
+from hashing.versions import DEFAULT  # noqa: E402
 from upgrade_gate.flink.metadata import parse_metadata  # noqa: E402
 from upgrade_gate.flink.metadata.json_view import to_json  # noqa: E402
 from upgrade_gate.flink.metadata.model import CheckpointMetadata  # noqa: E402
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--input", action="append", help="a `_metadata` file or its folder (repeatable; default: the "
                                                        "two standard inputs)")
-    ap.add_argument("--version", default="2.3")
+    ap.add_argument("--version", default=DEFAULT)
     fair.add_arguments(ap)
     args = ap.parse_args(argv)
     fair.print_summary(run(args))

@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from flink_bridge.dist import WORK_DIR
+from hashing.versions import DEFAULT, PATCH_RELEASES
 
-RELEASE = "2.3.0"
+RELEASE = PATCH_RELEASES[DEFAULT]  # the release the gate targets by default (hashing/versions.py)
 JOBMANAGER_MEMORY = "768m"
 TASKMANAGER_MEMORY = "1024m"
 SLOTS = 2

@@ -18,15 +18,13 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+from hashing.versions import PATCH_RELEASES
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORK_DIR = Path(os.environ.get("UPGRADE_GATE_WORK", REPO_ROOT / ".work"))
 
-# The Flink releases we test against: "major.minor" -> exact release.
-# Every line the hasher supports (hashing/versions.py) whose `apache-flink-libraries` package pip
-# can fetch; each is downloaded on first use, `make flink` pre-installs the two the suite uses most.
-# (1.18 is left out: it has neither config.yaml nor the Sink V2 committer API our helpers use.)
-FLINK_RELEASES: dict[str, str] = {"1.19": "1.19.3", "1.20": "1.20.5", "2.0": "2.0.2", "2.1": "2.1.3",
-                                  "2.2": "2.2.1", "2.3": "2.3.0"}
+# The releases we install are hashing/versions.py's PATCH_RELEASES ("major.minor" -> exact release); each
+# is downloaded on first use, `make flink` pre-installs them all.
 _SUBDIRS = ("lib", "opt", "bin", "plugins")
 
 
@@ -36,11 +34,11 @@ class FlinkDistError(RuntimeError):
 
 def release_of(version: str) -> str:
     """Map "2.3" or "2.3.0" to the exact release we install."""
-    if version in FLINK_RELEASES:
-        return FLINK_RELEASES[version]
-    if version in FLINK_RELEASES.values():
+    if version in PATCH_RELEASES:
+        return PATCH_RELEASES[version]
+    if version in PATCH_RELEASES.values():
         return version
-    known = ", ".join(sorted(FLINK_RELEASES.values()))
+    known = ", ".join(sorted(PATCH_RELEASES.values()))
     raise FlinkDistError(f"unsupported Flink version {version!r}; supported: {known}")
 
 
@@ -135,5 +133,5 @@ def classpath(version: str, extra: list[Path] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    for v in sys.argv[1:] or list(FLINK_RELEASES):
+    for v in sys.argv[1:] or list(PATCH_RELEASES):
         print(ensure_flink(v))

@@ -33,15 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flink_bridge.dist import FLINK_RELEASES, WORK_DIR, FlinkDistError, ensure_flink, release_of
+from flink_bridge.dist import WORK_DIR, FlinkDistError, ensure_flink, release_of
 from flink_bridge.jvm import JvmTimeout, compile_tool, run_process, run_tool
 from hashing.errors import InputError
+from hashing.versions import DEFAULT, PATCH_RELEASES
 
 TOOL = "streamgraph"
 EXPORT_MAIN = "upgradegate.bridge.ExportMain"
 KINDS = {"jar": "jar", "sql": "sql", "compiled-plan": "plan", "pyflink": "pyflink"}
 CAPTURE = Path(__file__).resolve().parent / "pyflink_capture.py"
-DEFAULT_VERSION = "2.3"
 # Building a graph takes seconds; a main() that blocks (waits for a broker, runs the job) must not
 # hold the CLI, or an Airflow task, for long. `--timeout` raises it.
 DEFAULT_TIMEOUT = 300.0
@@ -174,10 +174,10 @@ def export_release(version: str) -> str:
         return release_of(text)
     except FlinkDistError:
         line = ".".join(text.split(".")[:2])
-        if line in FLINK_RELEASES and all(p.isdigit() for p in text.split(".")):
-            return FLINK_RELEASES[line]
+        if line in PATCH_RELEASES and all(p.isdigit() for p in text.split(".")):
+            return PATCH_RELEASES[line]
     raise InputError(f"--flink-version {version!r}: not a Flink release export can use; "
-                     f"supported: {', '.join(FLINK_RELEASES)}")
+                     f"supported: {', '.join(PATCH_RELEASES)}")
 
 
 @dataclass
@@ -217,7 +217,7 @@ class Export:
 
 
 def export_graph(kind: str, path: str | Path, *, main_class: str | None = None, args: Sequence[str] = (),
-                 flink_version: str = DEFAULT_VERSION, parallelism: int | None = None,
+                 flink_version: str = DEFAULT, parallelism: int | None = None,
                  config: str | Path | None = None, dynamic: Sequence[str] = (),
                  timeout: float = DEFAULT_TIMEOUT) -> Export:
     """Build the graph of a job jar (`kind="jar"`), SQL script (`"sql"`), compiled plan
@@ -268,7 +268,7 @@ def export_graph(kind: str, path: str | Path, *, main_class: str | None = None, 
 
 
 def export_spec(kind: str, path: str | Path, *, main_class: str | None = None, args: Sequence[str] = (),
-                flink_version: str = DEFAULT_VERSION, parallelism: int | None = None,
+                flink_version: str = DEFAULT, parallelism: int | None = None,
                 **settings: Any) -> dict[str, Any]:
     """The graph spec alone (docs/graph-spec.md); see `export_graph` for the settings."""
     return export_graph(kind, path, main_class=main_class, args=args, flink_version=flink_version,

@@ -6,7 +6,7 @@ blackhole) with `COMPILE PLAN` in its own JVM, then every release runs every pla
 RUNNING. What each release did is kept in `tests/fixtures/plan_versions/acceptance.json`, with the plans
 (`plan-<release>.json`) beside it: the oracle of `upgrade_gate/gate/plan_versions.py`.
 
-Usage: python -m flink_bridge.plan_versions [--versions 1.19 1.20 2.0 2.1 2.2 2.3] [--out DIR]
+Usage: python -m flink_bridge.plan_versions [--versions LINE...] [--out DIR]   (default: every installed release)
 (hold /tmp/flink-jvm.lock: one JVM at a time).
 """
 
@@ -19,9 +19,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from flink_bridge.dist import FLINK_RELEASES, REPO_ROOT, WORK_DIR, ensure_flink, release_of
+from flink_bridge.dist import REPO_ROOT, WORK_DIR, ensure_flink, release_of
 from flink_bridge.jvm import flink_conf_dir, java_command, run_process
 from flink_bridge.sql_scenarios import AGG_SQL
+from hashing.versions import PATCH_RELEASES
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "plan_versions"
 TOOL, MAIN = "planversions", "ugate.plans.PlanAcceptance"
@@ -73,7 +74,7 @@ def measure(versions: list[str], out: Path) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--versions", nargs="+", default=list(FLINK_RELEASES))
+    ap.add_argument("--versions", nargs="+", default=list(PATCH_RELEASES))
     ap.add_argument("--out", type=Path, default=FIXTURES)
     args = ap.parse_args(argv)
     measure(args.versions, args.out)

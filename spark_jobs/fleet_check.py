@@ -40,7 +40,14 @@ from upgrade_gate.gate import policy
 from upgrade_gate.gate.check import check
 from upgrade_gate.gate.inputs import CheckInputs, CheckOptions, side_of
 from upgrade_gate.storage.state_files import state_stream_opener
-from upgrade_gate.vocabulary import DEFAULT_HASHER, DEFAULT_MATCHING, HASHERS, MATCHING_MODES, Verdict
+from upgrade_gate.vocabulary import (
+    DEFAULT_FLINK_VERSION,
+    DEFAULT_HASHER,
+    DEFAULT_MATCHING,
+    HASHERS,
+    MATCHING_MODES,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -349,7 +356,8 @@ def add_check_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hasher", default=DEFAULT_HASHER, choices=HASHERS)
     p.add_argument("--matching", default=DEFAULT_MATCHING, choices=MATCHING_MODES)
     p.add_argument("--allow-non-restored-state", action="store_true")
-    p.add_argument("--flink-version", default=None, help="Flink version that will run the new jobs (default 2.3)")
+    p.add_argument("--flink-version", default=None,
+                   help=f"Flink version that will run the new jobs (default {DEFAULT_FLINK_VERSION})")
     p.add_argument("--worst", type=int, default=DEFAULT_WORST, help="how many worst jobs the summary lists")
 
 

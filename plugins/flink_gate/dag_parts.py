@@ -61,8 +61,8 @@ def flip411_params(*, section: str | None = ADVANCED) -> dict[str, Param]:
     extra: dict[str, Any] = {"section": section} if section else {}
     return {
         "hasher": Param(DEFAULT_HASHER, type="string", enum=list(HASHERS), title="Hasher",
-                        description="v2: Flink's StreamGraphHasherV2 (Flink 1.18–2.3 today). v3: FLIP-411's "
-                        "chaining-agnostic hasher, with V2 ids as fallbacks.", **extra),
+                        description=f"v2: Flink's StreamGraphHasherV2 (Flink {FLINK_VERSIONS[0]}–{FLINK_VERSIONS[-1]} "
+                        "today). v3: FLIP-411's chaining-agnostic hasher, with V2 ids as fallbacks.", **extra),
         "matching": Param(DEFAULT_MATCHING, type="string", enum=list(MATCHING_MODES), title="Alternative-ID matching",
                           description="fixed: ordered alternative ids (FLIP-411 as intended). naive: today's loop, "
                           "which shows the state loss the FLIP describes.", **extra),

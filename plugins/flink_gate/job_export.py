@@ -19,6 +19,7 @@ from typing import Any
 
 from flink_gate.failures import BadInput
 from flink_gate.hooks.storage import SavepointStorageHook
+from upgrade_gate.vocabulary import DEFAULT_FLINK_VERSION
 
 MAX_JAR_BYTES = 512 << 20
 MAX_CONFIG_BYTES = 4 << 20
@@ -71,7 +72,7 @@ def export_jar(p: dict[str, Any], rdir: Path, target: Path, storage: SavepointSt
         jar = str(local_jar)
     settings = tuple(str(s) for s in p.get("flink_settings") or ())
     parallelism = int(p.get("parallelism") or 0) or None
-    version = str(p.get("flink_version") or "2.3")
+    version = str(p.get("flink_version") or DEFAULT_FLINK_VERSION)
     log.info("exporting the graph of %s with Flink %s (-p %s, -D %s, config %s)", p["jar"], version,
              parallelism or "not given", list(settings) or "none", config or "none")
     result = export_graph("jar", jar.removeprefix("file://"), main_class=p.get("main_class") or None,

@@ -25,7 +25,8 @@ import pytest
 from flink_bridge.cluster import free_ports
 from flink_bridge.dist import classpath, flink_home, release_of
 from flink_bridge.jvm import OWNER_PROPERTY, compile_tool, java_command, run_process
-from tests.conftest import run_cli
+from hashing.versions import PATCH_RELEASES
+from tests.conftest import FLINK_RELEASES, run_cli
 
 pytestmark = pytest.mark.flink
 
@@ -420,7 +421,8 @@ def test_exported_ids_are_the_ids_in_a_real_savepoint_of_the_job_run_with_those_
 # ---- every Flink line export supports -------------------------------------------------------
 
 @pytest.mark.flink
-@pytest.mark.parametrize("version", ["1.19", "2.0", "2.1", "2.2"])
+# the lines without committed fixtures (those are exported by the tests above)
+@pytest.mark.parametrize("version", [line for line, patch in PATCH_RELEASES.items() if patch not in FLINK_RELEASES])
 def test_other_flink_lines_export_with_settings(version: str, tmp_path: Path) -> None:
     """`make flink` installs every line; elsewhere dist.py downloads a release on first use, like a user's
     first export with it."""

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from hashing.errors import InputError
+from hashing.versions import PATCH_RELEASES
 
 __all__ = ["MEASURED", "PlanVersionCheck", "check", "plan_flink_version"]
 
 # the releases whose plans every later measured release executed (tests/fixtures/plan_versions/acceptance.json)
-MEASURED = ("1.19", "1.20", "2.0", "2.1", "2.2", "2.3")
+MEASURED = tuple(PATCH_RELEASES)  # every installed release (hashing/versions.py)
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ import re
 import sys
 from pathlib import Path
 
-from flink_bridge.dist import FLINK_RELEASES
-from flink_bridge.exporter import DEFAULT_TIMEOUT, DEFAULT_VERSION, export_graph, export_release
+from flink_bridge.exporter import DEFAULT_TIMEOUT, export_graph, export_release
 from hashing.errors import InputError
+from hashing.versions import PATCH_RELEASES
 from upgrade_gate.gate import plan_versions
+from upgrade_gate.vocabulary import DEFAULT_FLINK_VERSION
 
 NAME = "export"
 HELP = "write the job-graph spec of a job jar, SQL script or compiled SQL plan, built by real Flink"
@@ -33,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--compiled-plan", type=Path, help="FLIP-190 compiled plan JSON (COMPILE PLAN)")
     source.add_argument("--pyflink", type=Path, help="PyFlink DataStream program (.py); arguments go after `--`")
     parser.add_argument("--main-class", help="entry point class (default: the jar manifest's Main-Class)")
-    parser.add_argument("--flink-version", default=DEFAULT_VERSION, metavar="VERSION",
-                        help=f"Flink release that builds the graph: {', '.join(FLINK_RELEASES)} "
+    parser.add_argument("--flink-version", default=DEFAULT_FLINK_VERSION, metavar="VERSION",
+                        help=f"Flink release that builds the graph: {', '.join(PATCH_RELEASES)} "
                              "(default: %(default)s; downloaded on first use)")
     parser.add_argument("-p", "--parallelism", type=str, default=None,
                         help="default parallelism, as `flink run -p` "

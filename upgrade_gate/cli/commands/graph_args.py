@@ -10,12 +10,14 @@ from contextlib import contextmanager
 from hashing.errors import FlinkError
 from hashing.readers import LoadedGraph
 from upgrade_gate.storage.objects import read_graph
+from upgrade_gate.vocabulary import DEFAULT_FLINK_VERSION, FLINK_VERSIONS
 
 
 def add_graph_arguments(parser: argparse.ArgumentParser, graph_help: str) -> None:
     parser.add_argument("graph", metavar="GRAPH", help=graph_help)
     parser.add_argument("--flink-version", default=None,
-                        help="Flink version that will run the job (default 2.3; 1.18-2.3 supported)")
+                        help=f"Flink version that will run the job (default {DEFAULT_FLINK_VERSION}; "
+                             f"{FLINK_VERSIONS[0]}-{FLINK_VERSIONS[-1]} supported)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
 
 
