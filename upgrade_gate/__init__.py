@@ -9,5 +9,7 @@ Layers, each importing only the ones before it (docs/design.md):
   (graphs, reports);
 * `upgrade_gate.gate`: our judgement (verdict, misrouting, remedies, policy);
 * `upgrade_gate.repair`: a new savepoint the new job restores completely (plans, rewrite, max parallelism);
-* `upgrade_gate.cli`: delivery (the `upgrade-gate` command, tables, HTML).
+* `upgrade_gate.report`: rendering (the HTML report and fleet page, a check as text, terminal tables), from
+  arguments only: it reads no savepoint, state file or graph;
+* `upgrade_gate.cli`: delivery (the `upgrade-gate` command: arguments and wiring).
 """
