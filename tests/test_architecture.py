@@ -2,10 +2,13 @@
 `spark_jobs/` too), layers that only look down, and real Flink (`flink_bridge`) reachable from one CLI command only.
 
 Layers (upgrade_gate/__init__.py): `hashing` -> `upgrade_gate.flink` -> `upgrade_gate.gate` ->
-`upgrade_gate.storage` -> `upgrade_gate.repair` -> `upgrade_gate.cli`: the gate judges parsed inputs and never
-imports storage, which reads them into a `CheckInputs`. `upgrade_gate.vocabulary` (the shared words)
-sits just above `upgrade_gate.flink`, whose matching modes it names. Imports are read with `ast`, every one counted:
-module level, inside functions and under `TYPE_CHECKING` (a cycle there is still a cycle for a reader).
+`upgrade_gate.storage` -> `upgrade_gate.repair` -> `upgrade_gate.report` -> `upgrade_gate.cli`: the gate judges
+parsed inputs and never imports storage, which reads them into a `CheckInputs`. `upgrade_gate.vocabulary` (the
+shared words) sits just above `upgrade_gate.flink`, whose matching modes it names. Rendering (`upgrade_gate.report`)
+reads nothing itself, so it imports neither `upgrade_gate.storage` nor the CLI, and the other front ends
+(`plugins/`, `spark_jobs/`, `dags/`) render through it, never through `upgrade_gate.cli`.
+Imports are read with `ast`, every one counted: module level, inside functions and under `TYPE_CHECKING` (a cycle
+there is still a cycle for a reader).
 A second test imports every module first thing in a fresh interpreter, which is how a cycle breaks at run time.
 """
 
@@ -20,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("hashing", "upgrade_gate")
 LAYERS = ("hashing", "upgrade_gate.flink", "upgrade_gate.vocabulary", "upgrade_gate.gate", "upgrade_gate.storage",
-          "upgrade_gate.repair", "upgrade_gate.cli")
+          "upgrade_gate.repair", "upgrade_gate.report", "upgrade_gate.cli")
 # what may import flink_bridge (which runs a JVM): the `export` command, the Airflow jar path's export (the same
 # call with the job's settings, flink_gate/job_export.py), and the tools and tests around them
 FLINK_BRIDGE_USERS = {"upgrade_gate/cli/commands/export.py", "plugins/flink_gate/job_export.py"}
@@ -130,6 +133,39 @@ def test_layers_only_import_downwards() -> None:
     assert wrong == [], "imports against the layering:\n" + "\n".join(wrong)
 
 
+def _under(module: str, *prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _absolute_imports(path: Path) -> Iterator[tuple[str, int]]:
+    """(module, line) of every absolute import in a file outside the core packages (`import m`, `from m import x`)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((a.name, node.lineno) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            yield node.module or "", node.lineno
+
+
+def test_rendering_reads_nothing_and_is_no_part_of_the_cli() -> None:
+    """A renderer gets what it shows as arguments: the caller (a CLI command, an Airflow step) reads the savepoint
+    and its state files (`upgrade_gate.storage`), so a page renders the same wherever its data came from."""
+    known = _modules()
+    wrong = [f"{path.relative_to(REPO)}:{line} imports {module}" for name, path in known.items()
+             if _under(name, "upgrade_gate.report") for module, line in _imports(path, name, known)
+             if _under(module, "upgrade_gate.storage", "upgrade_gate.cli")]
+    assert wrong == [], "rendering that reads or reaches into the CLI:\n" + "\n".join(wrong)
+
+
+def test_other_front_ends_render_through_the_report_package_not_the_cli() -> None:
+    """The Airflow plugin, the DAGs and the Spark jobs are front ends beside the CLI: what they render (the HTML
+    report, the fleet page, sizes) comes from `upgrade_gate.report`; `upgrade_gate.cli` is the console script's
+    argument parsing and wiring only."""
+    wrong = [f"{path.relative_to(REPO).as_posix()}:{line} imports {module}"
+             for top in ("plugins", "dags", "spark_jobs") for path in sorted((REPO / top).rglob("*.py"))
+             for module, line in _absolute_imports(path) if _under(module, "upgrade_gate.cli")]
+    assert wrong == [], "front ends importing the CLI package:\n" + "\n".join(wrong)
+
+
 def test_only_the_export_command_and_tools_import_flink_bridge() -> None:
     users = []
     tops = [p for p in REPO.iterdir() if not p.name.startswith(".") and not p.name.endswith(".egg-info")]
@@ -138,12 +174,8 @@ def test_only_the_export_command_and_tools_import_flink_bridge() -> None:
         rel = path.relative_to(REPO).as_posix()
         if rel.startswith(FLINK_BRIDGE_DIRS):
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"), rel)
-        for node in ast.walk(tree):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
-            if any(n == "flink_bridge" or n.startswith("flink_bridge.") for n in names):
-                users.append(rel)
+        if any(_under(module, "flink_bridge") for module, _ in _absolute_imports(path)):
+            users.append(rel)
     assert set(users) <= FLINK_BRIDGE_USERS, f"flink_bridge imported by {sorted(set(users) - FLINK_BRIDGE_USERS)}"
 
 

@@ -10,5 +10,7 @@ Layers, each importing only the ones before it (docs/design.md):
 * `upgrade_gate.storage`: savepoints (read-only; a repaired one written only to a new location), objects (graphs,
   reports), and every input of a check read into a `CheckInputs` (`storage.check_inputs`);
 * `upgrade_gate.repair`: a new savepoint the new job restores completely (plans, rewrite, max parallelism);
-* `upgrade_gate.cli`: delivery (the `upgrade-gate` command, tables, HTML).
+* `upgrade_gate.report`: rendering (the HTML report and fleet page, a check as text, terminal tables), from
+  arguments only: it reads no savepoint, state file or graph;
+* `upgrade_gate.cli`: delivery (the `upgrade-gate` command: arguments and wiring).
 """

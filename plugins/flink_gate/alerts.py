@@ -19,8 +19,8 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-from upgrade_gate.cli.text_table import human_bytes
 from upgrade_gate.gate import policy
+from upgrade_gate.report.sizes import human_bytes
 
 
 def slack_escape(text: str) -> str:

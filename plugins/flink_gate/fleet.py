@@ -18,8 +18,9 @@ from typing import Any
 from flink_gate.alerts import FleetDigest, worst_jobs
 from flink_gate.paths import report_url, work_root
 from flink_gate.reports import ReportStore, report_name, safe_name
-from upgrade_gate.cli.report_html import render_fleet, render_report
 from upgrade_gate.gate import policy
+from upgrade_gate.report.fleet import render_fleet
+from upgrade_gate.report.html import render_report
 from upgrade_gate.vocabulary import Verdict
 
 FLEET_REPORT_JOB = "fleet-scan"  # the pseudo-job the fleet summary is published under

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from upgrade_gate.cli.text_table import human_bytes
+from upgrade_gate.report.sizes import human_bytes
 
 NOTE_XCOM_KEY = "gate_note"
 REPORT_URL_XCOM_KEY = "report_url"

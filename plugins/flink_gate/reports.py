@@ -6,7 +6,7 @@ never-modified version directory, and one manifest names the current version:
     <root>/<job>/<run>/manifest.json           {"version": "v-<uuid>", "meta": {...}}: the only
                                                file that ever changes, always by os.replace
     <root>/<job>/<run>/v-<uuid>/check.json     the core's CheckResult.to_json()
-    <root>/<job>/<run>/v-<uuid>/report.html    the core's HTML report (upgrade_gate.cli.report_html)
+    <root>/<job>/<run>/v-<uuid>/report.html    the core's HTML report (upgrade_gate.report.html)
     <root>/<job>/<run>/.lock                   flock'ed while the manifest is switched or updated
 
 Readers (`entries`, `get`, the view) go through the manifest only, so they read a check and an

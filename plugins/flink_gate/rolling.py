@@ -36,8 +36,8 @@ from flink_gate.rollback import ROLLBACK_KEYS, UpgradeInterrupted, default_targe
 from flink_gate.steps import state_map
 from flink_gate.upgrade_machine import holder_of
 from flink_gate.upgrade_records import refuse_if_leased, release_after_final_failure, report_name
-from upgrade_gate.cli import report_html
 from upgrade_gate.gate import policy
+from upgrade_gate.report.html import render_html
 from upgrade_gate.storage.objects import read_graph
 from upgrade_gate.storage.state_files import state_stream_opener
 
@@ -92,7 +92,7 @@ def _check_job(p: dict[str, Any], rdir: Path, savepoint_root: str) -> tuple[dict
     states = state_map(storage, metadata)  # the report's State section, read as the single-job gate reads it
     if states is not None:
         check["states"] = states
-    page = report_html.render_html(result, new_graph=read_graph(str(graph_path)), states=states,
+    page = render_html(result, new_graph=read_graph(str(graph_path)), states=states,
                                    repair=check["repair"])
     return {"result": result, "check": check, "html": page}, source, str(graph_path)
 

@@ -21,9 +21,10 @@ from flink_gate.reports import ReportStore, safe_name
 from flink_gate.rollback import run_upgrade
 from flink_gate.upgrade_machine import holder_of, restore_point, verify_upgrade
 from hashing.migration import v2_to_v3
-from upgrade_gate.cli import report_html
+from upgrade_gate.report.html import render_html
+from upgrade_gate.report.states import state_map as states_by_operator
 from upgrade_gate.storage.objects import read_graph
-from upgrade_gate.storage.state_files import state_stream_opener
+from upgrade_gate.storage.state_files import read_savepoint_states, state_stream_opener
 
 # the task's log: Airflow 3 routes the standard library's logging of a task process into the task log
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
             "allow_non_restored_state": bool(p["allow_non_restored_state"]),
             "flink_version": p.get("flink_version"), "mode": p.get("mode"), "operator_ids": ids}
     gate.write_json(run_dir(job, ti.run_id) / "check.json", check)
-    page = report_html.render_html(check, new_graph=read_graph(graph["graph_path"]), states=states,
+    page = render_html(check, new_graph=read_graph(graph["graph_path"]), states=states,
                                    repair=check["repair"])
     path = ReportStore().publish(upgrade_records.report_name(job), ti.run_id, check, page, meta)
     # XCom gets the verdict's fields, bounded; every state's serializers and a large job's per-subtask detail
@@ -149,12 +150,12 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
 
 
 def state_map(hook: SavepointStorageHook, metadata: Any) -> dict[str, list[dict[str, Any]]] | None:
-    """Every operator's states (`report_html.state_map`), their state files read through the connection's own
-    S3 client. None if they cannot be read: the report then lists the states the gate flags, as it does for a
-    published check.json without them."""
+    """Every operator's states (`upgrade_gate.report.states.state_map`), their state files read through the
+    connection's own S3 client. None if they cannot be read: the report then lists the states the gate flags, as it
+    does for a published check.json without them."""
     try:
         client = hook.s3_client if hook.is_s3(metadata.source or "") else None
-        return report_html.state_map(metadata, opener=state_stream_opener(client))
+        return states_by_operator(read_savepoint_states(metadata, state_stream_opener(client)))
     except Exception as exc:  # the verdict stands on _metadata alone; the State section is its explanation
         hook.log.warning("state meta information of %s not read: %s", metadata.source, exc)
         return None

@@ -151,7 +151,7 @@ def _assert_blocked(run, job, verdict, stack):
     assert run_note == ti_notes["gate"], (run_note, ti_notes)
     said = NOTE.match(run_note or "")
     assert said and said["verdict"] == verdict and said["url"] == body["report_url"], run_note
-    from upgrade_gate.cli.text_table import human_bytes
+    from upgrade_gate.report.sizes import human_bytes
 
     assert said["bytes"] == human_bytes(body["bytes_at_risk"])
     return body, check

@@ -185,8 +185,9 @@ def _publish_fleet_summary(stack, run_id):
     from flink_gate.reports import ReportStore
 
     from demo.stack import RESTORES, SCENARIOS
-    from upgrade_gate.cli.report_html import render_fleet, render_report
     from upgrade_gate.gate import policy
+    from upgrade_gate.report.fleet import render_fleet
+    from upgrade_gate.report.html import render_report
     from upgrade_gate.storage.check_inputs import check_upgrade
 
     store = ReportStore(stack.reports_dir)

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from tests.metadata_support import fixture_dirs, fixture_id, flink_view
-from upgrade_gate.cli.text_table import human_bytes
 from upgrade_gate.flink.metadata import to_json
+from upgrade_gate.report.sizes import human_bytes
 from upgrade_gate.storage.savepoints import load_savepoint
 
 DIRS = [d for d in fixture_dirs() if d.name in ("hashmap-canonical-p2", "checkpoint-finished-tasks")]

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from hashing.readers import parse_graph
-from upgrade_gate.cli.report_html import UNKNOWN_COLOUR, colour, fleet_rows, render_fleet, render_html, render_report
-from upgrade_gate.cli.text_table import human_bytes
+from upgrade_gate.report.colours import UNKNOWN_COLOUR, colour
+from upgrade_gate.report.fleet import fleet_rows, render_fleet
+from upgrade_gate.report.html import render_html, render_report
+from upgrade_gate.report.sizes import human_bytes
 from upgrade_gate.storage.check_inputs import check_upgrade
 from upgrade_gate.vocabulary import Verdict
 

@@ -20,9 +20,10 @@ import pytest
 
 from hashing.readers.source import load_yaml
 from tests.gate.test_config_rules import portable
-from upgrade_gate.cli.commands.check import render_table
-from upgrade_gate.cli.report_html import colour, render_html, render_report
 from upgrade_gate.gate.check import CheckResult
+from upgrade_gate.report.check_table import render_table
+from upgrade_gate.report.colours import colour
+from upgrade_gate.report.html import render_html, render_report
 from upgrade_gate.storage.check_inputs import check_upgrade
 from upgrade_gate.vocabulary import Verdict
 

@@ -16,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from upgrade_gate.cli.report_html import colour, render_html, render_report, state_map
 from upgrade_gate.gate.check import CheckResult
+from upgrade_gate.report.colours import colour
+from upgrade_gate.report.html import render_html, render_report
+from upgrade_gate.report.states import state_map
 from upgrade_gate.storage.check_inputs import check_upgrade
+from upgrade_gate.storage.state_files import read_savepoint_states
 from upgrade_gate.vocabulary import Verdict
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "savepoints" / "state-schemas"
@@ -31,6 +34,16 @@ def _text(fragment: str) -> str:
 
 def _check(release: str, case: str, flink: str) -> CheckResult:
     return check_upgrade(str(ROOT / release / case), str(ROOT / "graph-2.3.0.json"), flink_version=flink)
+
+
+def _page(res: CheckResult) -> str:
+    """The report as `upgrade-gate check --format html` writes it: the command reads the states, the renderer
+    shows them."""
+    return render_html(res, states=_states(res.savepoint))
+
+
+def _states(savepoint: str) -> dict[str, list[dict[str, object]]]:
+    return state_map(read_savepoint_states(savepoint))
 
 
 def _section(page: str) -> str:
@@ -64,7 +77,7 @@ def crossing() -> tuple[CheckResult, str]:
     """A 1.20 RocksDB savepoint checked for Flink 2.3: the Kryo 2 -> 5 line is crossed."""
     res = _check("1.20.5", "rocksdb-canonical-p1", "2.3")
     assert res.verdict is Verdict.STATE_CORRUPTED
-    return res, render_html(res)
+    return res, _page(res)
 
 
 def test_every_state_of_every_operator_is_listed(crossing) -> None:
@@ -106,7 +119,7 @@ def test_flagged_states_are_the_ones_real_flink_restored_wrong(crossing) -> None
 
 def test_same_release_flags_nothing_but_still_names_the_kryo_collections() -> None:
     res = _check("2.3.0", "hashmap-canonical-p2", "2.3")
-    page = render_html(res)
+    page = _page(res)
     keyed = _rows(page, KEYED)
     assert res.verdict is Verdict.SAFE and "STATE_CORRUPTED" not in _section(page)
     assert keyed["pojo-collections"][1].endswith("Pojo v2 Kryo collection")
@@ -118,7 +131,7 @@ def test_view_from_check_json(crossing) -> None:
     it, the flagged states (from the check's losses) are still shown, with their reasons."""
     res, page = crossing
     check = json.loads(json.dumps(res.to_json()))
-    states = state_map(str(ROOT / "1.20.5" / "rocksdb-canonical-p1"))
+    states = _states(str(ROOT / "1.20.5" / "rocksdb-canonical-p1"))
     with_states = render_report({**check, "states": json.loads(json.dumps(states))}, theme="dark")
     assert _section(with_states) == _section(page) and 'data-theme="dark"' in with_states
     bare = render_report(check)
@@ -162,7 +175,7 @@ def test_headless_chromium_draws_the_flagged_rows_in_both_themes(crossing, theme
     if chromium is None:
         pytest.fail("Debian's chromium is needed: make chromium")
     res, _ = crossing
-    page = render_report(res.to_json(), None, state_map(str(ROOT / "1.20.5" / "rocksdb-canonical-p1")), theme=theme)
+    page = render_report(res.to_json(), None, _states(str(ROOT / "1.20.5" / "rocksdb-canonical-p1")), theme=theme)
     (tmp_path / "report.html").write_text(page.replace("</body>", _PROBE + "</body>"))
     proc = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                            "--dump-dom", (tmp_path / "report.html").as_uri()], capture_output=True, text=True,

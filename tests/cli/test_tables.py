@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from upgrade_gate.cli.main import main
-from upgrade_gate.cli.text_table import human_bytes
+from upgrade_gate.report.sizes import human_bytes
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 RESTORES = sorted((FIXTURES / "restores").glob("*/*/outcome.json"))
@@ -95,7 +95,7 @@ def test_check_at_every_width_keeps_ids_columns_and_words_whole(capsys: pytest.C
     assert "lost" in text.split()  # the column (or the block's line) is there
     words = set(text.split())
     for entry in [*doc["losses"], *doc["misrouted"]]:
-        if entry.get("sql"):  # said in the query's terms in the table (check._in_query_terms)
+        if entry.get("sql"):  # said in the query's terms in the table (report/check_table.py, _in_query_terms)
             continue
         said = entry.get("reason") or entry["evidence"][0]
         assert set(said.split()) <= words, sorted(set(said.split()) - words)[:5]  # no word is cut

@@ -21,9 +21,9 @@ from spark_jobs import state_serializers
 from spark_jobs.parquet_output import read_table, write_table
 from spark_jobs.savepoint_scan import savepoint_jobs
 from tests.spark_support import SparkEnv, spark, spark_env  # noqa: F401  (fixtures)
-from upgrade_gate.cli.report_html import render_fleet
 from upgrade_gate.flink.state_meta import read_state_schemas
 from upgrade_gate.gate.state_schema_rules import kryo_misreads
+from upgrade_gate.report.fleet import render_fleet
 from upgrade_gate.storage.savepoints import load_savepoint
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

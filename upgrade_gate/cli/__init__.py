@@ -1,3 +1,4 @@
-"""Delivery: the `upgrade-gate` console script, its commands, terminal tables and the HTML report."""
+"""Delivery: the `upgrade-gate` console script and its commands (argument parsing and wiring; what they print is
+rendered by `upgrade_gate.report`)."""
 
-__all__ = ["commands", "main", "report_html", "text_table"]
+__all__ = ["commands", "main"]

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from upgrade_gate.flink.metadata import CheckpointMetadata
+from upgrade_gate.flink.state_meta import OperatorSchemas, read_state_schemas
 from upgrade_gate.flink.state_meta.streams import Opener, StateFileError, StreamRef, local_opener
 from upgrade_gate.storage.s3 import Deadline, StorageError, is_s3, s3_client, s3_error, split_s3
+from upgrade_gate.storage.savepoints import load_savepoint
 
-__all__ = ["ExternalFile", "external_files", "external_files_json", "state_stream_opener"]
+__all__ = ["ExternalFile", "external_files", "external_files_json", "read_savepoint_states", "state_stream_opener"]
 
 
 def state_stream_opener(client: Any | None = None) -> Opener:
@@ -44,6 +46,15 @@ def state_stream_opener(client: Any | None = None) -> Opener:
         return data, len(data) < limit or 0 <= ref.size <= limit
 
     return open_stream
+
+
+def read_savepoint_states(savepoint: CheckpointMetadata | str, opener: Opener | None = None
+                          ) -> tuple[OperatorSchemas, ...]:
+    """Every operator's state meta information, for a report's State section (the CLI's HTML check, the Airflow
+    gate's published report): a parsed `CheckpointMetadata` or any name `load_savepoint` reads. Unreadable or
+    malformed state files are noted per operator, never raised (`tolerant`): the check already warns about them."""
+    metadata = load_savepoint(savepoint) if isinstance(savepoint, str) else savepoint
+    return read_state_schemas(metadata, opener or state_stream_opener(), tolerant=True)
 
 
 # ---- files a snapshot references outside its own directory ------------------------------

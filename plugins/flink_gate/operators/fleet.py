@@ -15,7 +15,7 @@ from airflow.sdk import BaseOperator
 
 from flink_gate.links import UpgradeReportLink
 from flink_gate.outcome import NOTE_XCOM_KEY, REPORT_URL_XCOM_KEY, fleet_note
-from upgrade_gate.cli.text_table import human_bytes
+from upgrade_gate.report.sizes import human_bytes
 
 
 class FleetSummaryOperator(BaseOperator):

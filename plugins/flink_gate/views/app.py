@@ -2,7 +2,7 @@
 
 `/upgrade-gate/` lists the published reports by job and run (newest first, verdict colour-coded);
 `/upgrade-gate/report/{job}/{run}` shows one through the core's report templates
-(`upgrade_gate.cli.report_html`, the same ones `upgrade-gate check --format html` uses), so the
+(`upgrade_gate.report`, the same ones `upgrade-gate check --format html` uses), so the
 page and the standalone file read alike; a fleet scan's report is its summary table (job x verdict
 x bytes at risk), sorted and filtered by query parameters (`sort`, `order`, `verdict`, `q`).
 `theme=light|dark` forces a theme; otherwise the page follows the browser's colour scheme, as the
@@ -24,7 +24,8 @@ from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
 from flink_gate.reports import ReportEntry, ReportStore, report_name
-from upgrade_gate.cli.report_html import render_fleet, render_page, render_report
+from upgrade_gate.report.fleet import render_fleet
+from upgrade_gate.report.html import render_page, render_report
 
 URL_PREFIX = "/upgrade-gate"
 FLEET_REPORT_JOB = "fleet-scan"  # the pseudo-job flink_gate.fleet publishes the fleet summary under

@@ -15,8 +15,6 @@ from upgrade_gate.flink.metadata import CheckpointMetadata
 from upgrade_gate.gate.check import CheckResult, check
 from upgrade_gate.gate.flink_config import parse_settings
 from upgrade_gate.gate.inputs import CheckOptions
-from upgrade_gate.gate.sql_explain import text as sql_text
-from upgrade_gate.gate.sql_remedies import text as sql_remedy_text
 from upgrade_gate.storage import discovery, k8s_operator
 from upgrade_gate.storage.check_inputs import read_check_inputs, read_side
 from upgrade_gate.storage.discovery import SYNTAX_HELP
@@ -78,12 +76,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", "-o", default=None, help="write the report to this file instead of stdout")
 
 
-def _in_query_terms(entry: dict[str, Any], text: str) -> str:
-    """A SQL finding says which statement and operator it is about (`sql`, upgrade_gate/gate/sql_explain.py):
-    planner names like `GroupAggregate[78]` mean nothing to the query's author."""
-    return f"{text} [{sql_text(entry['sql'])}]" if entry.get("sql") else text
-
-
 def repair_offer(res: CheckResult, savepoint: CheckpointMetadata, graph: Any, old: Any, args: argparse.Namespace,
                  flink_version: str | None) -> dict[str, Any] | None:
     """Would `upgrade-gate repair` make this upgrade SAFE without changing the job (docs/guide.md, "When the gate
@@ -97,88 +89,19 @@ def repair_offer(res: CheckResult, savepoint: CheckpointMetadata, graph: Any, ol
                  savepoint=redact(args.savepoint or f"{discovery.K8S}{args.current}"))
 
 
-def render_table(res: CheckResult, offer: dict[str, Any] | None = None) -> str:
-    from upgrade_gate.cli.text_table import human_bytes, paragraph, render  # only a table needs them
+def _report_states(res: CheckResult) -> dict[str, list[dict[str, Any]]] | None:
+    """The HTML report's State section: every operator's states, read from the savepoint's state files. None when
+    they cannot be read: the report must still be written (the check itself ran on the metadata), and then lists
+    only the states the gate flags."""
+    from upgrade_gate.report.states import state_map
+    from upgrade_gate.storage.state_files import read_savepoint_states
 
-    lines = [f"VERDICT: {res.verdict}" + (f"   (with the remedies below: {res.verdict_with_remedies})"
-                                          if res.verdict_with_remedies else "")]
-    if offer and offer["repairable"]:
-        lines.append(paragraph(f"repairable without changing the job: {offer['command']} keeps all "
-                               f"{human_bytes(offer['keeps_bytes'])} (a new savepoint; this one is not modified)"))
-    elif offer:
-        lines.append(paragraph(f"a repair of the savepoint needs your decision first: {offer['needs'][0]}"
-                               if offer["needs"] else "a repair of the savepoint would not make this upgrade SAFE"))
-    if res.flink_error:
-        lines.append(paragraph(f"Flink would fail with: {res.flink_error}"))
-    lines.append("")
-    rows = [(o["operator_id"], o["name"] or "", o["matched_by"], o["new_node_name"] or "",
-             human_bytes(o["state_bytes"]), human_bytes(o["lost_bytes"])) for o in res.operators]
-    lines.append(render(("operator id", "name", "matched by", "restores into", "state", "lost"), rows,
-                        title=f"{res.graph_name} <- {res.savepoint} (hasher {res.hasher}, Flink {res.flink_version})",
-                        wrap={"name", "restores into"}, right={"state", "lost"}))
-    if res.misrouted:
-        lines += ["", render(("operator id", "written by", "restored into", "should go to", "evidence"),
-                             [(m["operator_id"], (m["writer"] or {}).get("name") or "?", m["receiver"]["name"],
-                               (m["counterpart"] or {}).get("name") or "?", _in_query_terms(m, m["evidence"][0]))
-                              for m in res.misrouted],
-                             title="Misrouted state (restores into an operator that did not write it)",
-                             wrap={"written by", "restored into", "should go to", "evidence"})]
-    if res.losses:
-        lines += ["", render(("operator id", "name", "size", "state", "why"),
-                             [(x["operator_id"], x["name"] or "", human_bytes(x["bytes"]), ", ".join(x["state_names"]),
-                               _in_query_terms(x, x["reason"])) for x in res.losses], title="State at risk",
-                             wrap={"name", "state", "why"}, right={"size"})]
-    if res.remedies:  # a list, not a table: the action is code to copy whole, the reason a sentence
-        lines += ["", "Remedies"]
-        for x in res.remedies:
-            where = f"on '{x['node_name']}' (found by {x['matched_by']})" if x["node_name"] else "no counterpart found"
-            lines += [paragraph(f"- state {x['operator_id']}: {where}"),
-                      f"    {x['action']}" if x["action"] else "    (nothing to pin)",
-                      paragraph(f"    why: {x['reason']}", indent="    ")]
-    sql_remedies = [x for x in res.losses if x.get("sql_remedy")]
-    if sql_remedies:  # SQL has no uid(): what the script can change, only where a real restore proved it
-        lines += ["", "SQL remedies"]
-        for x in sql_remedies:
-            r = x["sql_remedy"]
-            lines.append(paragraph(f"- state {x['operator_id']}: {sql_remedy_text(r)}"))
-            lines += [f"    {line}" for line in (r["apply"] or "").splitlines()]
-    refused = []
-    names = {o["operator_id"]: o["name"] or o["new_node_name"] for o in res.operators}
-    for d in res.schema_changes:  # state schema changes Flink cannot migrate (state_schema_diff); the rest are warnings
-        if d["compatibility"] == "INCOMPATIBLE":
-            what = "; ".join(f"{c['path'] + ': ' if c['path'] else ''}{c['change']} ({c['old']} -> {c['new']})"
-                             for c in d["changes"])
-            # a 1.x savepoint names no operator (the diff labels it by id): the new job's name then
-            op = (names.get(d["operator_id"]) or d["operator"]) if d["operator"] == d["operator_id"] else d["operator"]
-            refused.append(paragraph(f"schema change (the restore fails): operator {op}: state '{d['state']}' "
-                                     f"({d['kind']}): {what}. Flink: {d['flink_error']}"))
-    for c in res.config:  # refused settings of the new job on Flink 2.x (config_rules); the rest are warnings
-        if c["blocking"]:
-            refused.append(paragraph(f"config (the job will not start): {c['text']}. Fix: {c['remedy']}"))
-    if refused:
-        lines += ["", *refused]
-    for w in res.warnings:
-        lines.append(paragraph(f"warning: {w}"))
-    lines += ["", paragraph(plan_line(res))]
-    return "\n".join(lines) + "\n"
-
-
-def plan_line(res: CheckResult) -> str:
-    """The last line, as `terraform plan` ends: what happens to every operator's state, the bytes at risk, and
-    whether the upgrade may go ahead. A misrouted state usually is a loss too: its bytes count once."""
-    from upgrade_gate.cli.text_table import human_bytes
-
-    at_risk: dict[str, int] = {}
-    for x in (*res.losses, *res.misrouted):
-        at_risk[x["operator_id"]] = max(at_risk.get(x["operator_id"], 0), int(x.get("bytes") or 0))
-    kept = sum(1 for o in res.operators if o["state_bytes"] and o["matched_by"] != "none"
-               and o["operator_id"] not in at_risk)
-    new = sum(1 for o in res.operators if o.get("note", "").startswith("new operator"))
-    total = sum(o["state_bytes"] for o in res.operators)
-    risk = sum(at_risk.values())
-    outcome = (f"BLOCKED ({res.verdict})" if res.verdict.blocks else "SAFE: the upgrade may proceed")
-    return (f"Plan: {kept} operator(s) keep their state, {new} new start empty, {len(at_risk)} at risk "
-            f"({human_bytes(risk)} of {human_bytes(total)}); {outcome}.")
+    if not res.savepoint:
+        return None
+    try:
+        return state_map(read_savepoint_states(res.savepoint))
+    except Exception:
+        return None
 
 
 def _coloured(text: str) -> str:
@@ -254,10 +177,11 @@ def run(args: argparse.Namespace) -> int:
     offer = repair_offer(res, savepoint, graph, old, args, flink_version)
     if args.format == "json":
         text = json.dumps({**res.to_json(), "repair": offer}, indent=2) + "\n"
-    elif args.format == "html":
-        from upgrade_gate.cli.report_html import render_html
-        text = render_html(res, new_graph=graph, old_graph=old, repair=offer)
+    elif args.format == "html":  # Jinja2 for the HTML report only, Rich for a table only (test_check_imports)
+        from upgrade_gate.report.html import render_html
+        text = render_html(res, new_graph=graph, old_graph=old, states=_report_states(res), repair=offer)
     else:
+        from upgrade_gate.report.check_table import render_table
         text = render_table(res, offer)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:

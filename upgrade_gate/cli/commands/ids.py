@@ -7,7 +7,7 @@ import json
 
 from hashing.operator_ids import compute_operator_ids
 from upgrade_gate.cli.commands.graph_args import add_graph_arguments, graph_named, load_with_notes
-from upgrade_gate.cli.text_table import render
+from upgrade_gate.report.text_table import render
 from upgrade_gate.vocabulary import DEFAULT_HASHER, HASHERS
 
 NAME = "ids"

@@ -11,11 +11,12 @@ import json
 import sys
 from typing import Any
 
-from upgrade_gate.cli.text_table import human_bytes, paragraph, render
 from upgrade_gate.flink.metadata import to_json
 from upgrade_gate.flink.state_meta import OperatorSchemas, read_state_schemas
-from upgrade_gate.flink.state_meta.model import short_name
-from upgrade_gate.gate.state_schema_rules import LAST_1X_METADATA_VERSION, kryo_misreads
+from upgrade_gate.gate.state_schema_rules import LAST_1X_METADATA_VERSION
+from upgrade_gate.report.sizes import human_bytes
+from upgrade_gate.report.states import shown_serializer, snapshot_label, state_notes, states_json
+from upgrade_gate.report.text_table import paragraph, render
 from upgrade_gate.storage import discovery
 from upgrade_gate.storage.savepoints import load_newest_complete
 from upgrade_gate.storage.state_files import external_files_json, state_stream_opener
@@ -51,46 +52,6 @@ def _kinds(sub: dict[str, Any]) -> list[str]:
     return out
 
 
-def _kryo_findings(op: OperatorSchemas) -> dict[str, list[dict[str, Any]]]:
-    """Per state name, every Kryo snapshot in its serializers as the gate's Kryo rule judges it
-    (`upgrade_gate.gate.state_schema_rules.kryo_misreads`: one implementation, never re-derived here).
-    `collection_or_custom`: what Flink 2.x (Kryo 5) misreads when Flink 1.x (Kryo 2) wrote it."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for m in kryo_misreads((op,)):
-        out.setdefault(m.state.name, []).append({"path": m.path, "role": m.role, "type": m.snapshot.type_name,
-                                                 "collection_or_custom": m.blocking, "why": m.why})
-    return out
-
-
-def states_json(op: OperatorSchemas) -> list[dict[str, Any]]:
-    """One entry per state of the operator: what it is and how it is serialized (additive to the doc).
-
-    `serializer` is the compact type (`SerializerSnapshot.describe`), `serializer_class`/`serializer_version`
-    the state's own `TypeSerializerSnapshot` and the version it was written with, `distribution_mode` the
-    operator state's `OperatorStateHandle.Mode`, `kryo` the Kryo snapshots found anywhere in its serializers."""
-    kryo = _kryo_findings(op)
-    out = []
-    for s in op.states:
-        value = s.serializer("VALUE_SERIALIZER")
-        user_key = s.serializer("USER_KEY_SERIALIZER") or (s.serializer("KEY_SERIALIZER")
-                                                           if s.backend_type == "BROADCAST" else None)
-        entry: dict[str, Any] = {"name": s.name, "kind": s.kind, "backend_type": s.backend_type, "ttl": s.ttl,
-                                 "serializer": value.describe() if value else None,
-                                 "serializer_class": value.class_name if value else None,
-                                 "serializer_version": value.version if value else None}
-        mode = s.option("OPERATOR_STATE_DISTRIBUTION_MODE")
-        if mode:
-            entry["distribution_mode"] = mode
-        if user_key is not None:
-            entry["map_key_serializer"] = user_key.describe()
-        if s.backend_type in ("KEY_VALUE", "KEY_VALUE_V2", "PRIORITY_QUEUE") and op.key_serializer is not None:
-            entry["key_serializer"] = op.key_serializer.describe()
-        entry["kryo"] = kryo.get(s.name, [])
-        entry["serializers"] = {role: snap.view() for role, snap in sorted(s.serializers)}
-        out.append(entry)
-    return out
-
-
 def add_states(doc: dict[str, Any], schemas: tuple[OperatorSchemas, ...]) -> dict[str, Any]:
     """Put each operator's `states` (and, if some handle could not be read, `states_incomplete`) into `doc`."""
     by_id = {op.operator_id: op for op in schemas}
@@ -100,45 +61,6 @@ def add_states(doc: dict[str, Any], schemas: tuple[OperatorSchemas, ...]) -> dic
         if schema is not None and schema.incomplete:
             op["states_incomplete"] = list(schema.incomplete)
     return doc
-
-
-def shown_serializer(state: dict[str, Any]) -> str:
-    """The serializer as a reader wants it: the user's type (a TTL wrapper shows what it wraps; TTL is a
-    note), a map state's and broadcast state's key type before the value's."""
-    text = state["serializer"] or "-"
-    if state["ttl"] and text.startswith("Ttl<") and text.endswith(">"):
-        # TtlSerializer nests (timestamp Long, the user's serializer): show the user's
-        inner = text[4:-1]
-        text = inner.split(", ", 1)[1] if inner.startswith("Long, ") else inner
-    if state.get("map_key_serializer") and not text.startswith("Map<"):
-        text = f"{state['map_key_serializer']} -> {text}"
-    return text
-
-
-def state_notes(state: dict[str, Any], written_by_1x: bool) -> list[str]:
-    """Short notes on one state: TTL, and what the Kryo rule says of the Kryo snapshots in its serializers
-    (the serializer column shows where they are).
-
-    A collection or a custom serializer under Kryo is "CORRUPTED on Flink 2.x" in a savepoint Flink 1.x wrote
-    (what the gate's STATE_CORRUPTED verdict is about); in a 2.x savepoint it is only named."""
-    notes = ["TTL"] if state["ttl"] else []
-    kryo = state.get("kryo") or ()
-    custom = any(k["collection_or_custom"] and k["why"].startswith("custom Kryo serializer") for k in kryo)
-    collection = any(k["collection_or_custom"] and not k["why"].startswith("custom Kryo serializer") for k in kryo)
-    what = ", ".join(x for x in ("Kryo collection" if collection else "",
-                                 "custom Kryo serializer" if custom else "") if x)
-    if what:
-        notes.append(f"CORRUPTED on Flink 2.x ({what})" if written_by_1x else what)
-    elif kryo:
-        notes.append("Kryo")
-    return notes
-
-
-def snapshot_label(state: dict[str, Any]) -> str:
-    """`Pojo v2`: the state's own serializer snapshot class (short) and the version it was written with."""
-    if not state.get("serializer_class"):
-        return "-"
-    return f"{short_name(state['serializer_class'])} v{state['serializer_version']}"
 
 
 def _states_tables(doc: dict[str, Any]) -> list[str]:

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from hashing.migration import v2_to_v3
 from upgrade_gate.cli.commands.graph_args import add_graph_arguments, graph_named, load_with_notes
-from upgrade_gate.cli.text_table import render
+from upgrade_gate.report.text_table import render
 
 NAME = "mapping"
 HELP = "V2 -> V3 (FLIP-411) operator-ID mapping of a job graph"

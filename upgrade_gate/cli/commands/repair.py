@@ -17,9 +17,10 @@ from typing import Any
 
 from upgrade_gate.cli.commands.check import resolve_savepoint
 from upgrade_gate.cli.commands.graph_args import graph_named, load_with_notes
-from upgrade_gate.cli.text_table import human_bytes, paragraph, render
 from upgrade_gate.repair.plan import DROPPABLE_PARTS, Drop
 from upgrade_gate.repair.run import RepairOutcome, repair_savepoint
+from upgrade_gate.report.sizes import human_bytes
+from upgrade_gate.report.text_table import paragraph, render
 from upgrade_gate.storage.check_inputs import read_side
 from upgrade_gate.storage.discovery import SYNTAX_HELP
 from upgrade_gate.storage.savepoints import load_savepoint

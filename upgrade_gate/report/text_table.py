@@ -17,27 +17,14 @@ from collections.abc import Collection, Sequence
 from functools import cache
 from typing import Any
 
-__all__ = ["human_bytes", "paragraph", "render", "terminal_width"]
+__all__ = ["paragraph", "render", "terminal_width"]
 
 DEFAULT_WIDTH = 100
 _GAP = 2  # between two columns: the box's blank divider and one cell of padding
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
 def terminal_width() -> int:
     return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
-
-
-def human_bytes(n: int | None) -> str:
-    """1536 -> "1.5 KiB": binary units, one decimal above a KiB, exact below it."""
-    if n is None:
-        return ""
-    value = float(n)
-    for unit in _UNITS:
-        if abs(value) < 1024 or unit == _UNITS[-1]:
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def paragraph(text: str, *, indent: str = "  ", width: int | None = None) -> str:
@@ -48,8 +35,8 @@ def paragraph(text: str, *, indent: str = "  ", width: int | None = None) -> str
 
 @cache
 def _plain_box() -> Any:
-    """A dashed header rule only. Rich is imported here, when a table is drawn: the byte and paragraph helpers
-    serve JSON and HTML output too, which need none of it (docs/performance.md, "A check's own cost")."""
+    """A dashed header rule only. Rich is imported here, when a table is drawn: the paragraph helper serves
+    text that is no table too, which needs none of it (docs/performance.md, "A check's own cost")."""
     from rich import box
 
     return box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
