@@ -98,8 +98,9 @@ def core_fleet(root: Path) -> dict[str, Any]:
     """What the three jobs compute, job after job in this process, with the same core calls."""
     from spark_jobs.columns import count
     from spark_jobs.fleet_check import check_job
-    from spark_jobs.fleet_ids import load_spec, node_columns
+    from spark_jobs.fleet_ids import graph_columns
     from spark_jobs.savepoint_scan import operator_columns
+    from upgrade_gate.storage.objects import read_graph
 
     fleet = json.loads((root / "fleet.json").read_text())
     t = time.perf_counter()
@@ -107,7 +108,7 @@ def core_fleet(root: Path) -> dict[str, Any]:
     verdicts: dict[str, int] = {}
     for j in fleet:
         spec = str(root / j["upgrade"])
-        nodes += count(node_columns(j["job"], spec, load_spec(spec), None))
+        nodes += count(graph_columns(j["job"], spec, read_graph(spec).graph, None))
         cols = operator_columns(j["job"], str(root / j["savepoint"]), None)
         ops += count(cols)
         v = check_job(spec, cols["metadata"][0], hasher=j["hasher"], matching="fixed",
@@ -322,8 +323,9 @@ def driver_tables(base: Path, jobs: int) -> Path:
     from spark_jobs import common, fleet_check, fleet_ids, savepoint_scan
     from spark_jobs.columns import to_rows
     from spark_jobs.fleet_check import check_job
-    from spark_jobs.fleet_ids import load_spec, node_columns
+    from spark_jobs.fleet_ids import graph_columns
     from spark_jobs.savepoint_scan import operator_columns
+    from upgrade_gate.storage.objects import read_graph
 
     root = BENCH_DIR / f"driver-{jobs}"
     if (root / "_done").is_file():
@@ -332,7 +334,7 @@ def driver_tables(base: Path, jobs: int) -> Path:
     ids, scan, verdicts = [], [], []
     for j in fleet:
         spec = str(base / j["upgrade"])
-        ids += to_rows(node_columns(j["job"], spec, load_spec(spec), None))
+        ids += to_rows(graph_columns(j["job"], spec, read_graph(spec).graph, None))
         rows = to_rows(operator_columns(j["job"], str(base / j["savepoint"]), None))
         scan += rows
         options = {"hasher": j["hasher"], "matching": "fixed",

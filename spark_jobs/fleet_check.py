@@ -72,15 +72,14 @@ DEFAULT_WORST = 20
 def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non_restored_state: bool,
               flink_version: str | None, client: Any | None = None, old_spec: str | None = None) -> dict[str, Any]:
     """One job through the simulator: read the savepoint and the spec, `gate.check.check`, summarise."""
-    from hashing.readers import parse_graph
-    from spark_jobs.fleet_ids import load_spec
+    from upgrade_gate.storage.objects import read_graph
     from upgrade_gate.storage.savepoints import load_savepoint
 
     savepoint = load_savepoint(metadata, client=client)
     # the whole LoadedGraph, descriptive node fields included: the misrouting check pairs operators by them,
     # exactly as the CLI and the Airflow gate do
-    graph = parse_graph(load_spec(spec, client), spec)
-    old = parse_graph(load_spec(old_spec, client), old_spec) if old_spec else None
+    graph = read_graph(spec, client=client)
+    old = read_graph(old_spec, client=client) if old_spec else None
     return check_parsed(savepoint, graph, hasher=hasher, matching=matching,
                         allow_non_restored_state=allow_non_restored_state, flink_version=flink_version, old=old,
                         client=client)

@@ -63,7 +63,7 @@ def gate_job(row: dict[str, Any], ids_version: str | None, client: Any | None
     Errors land where the three jobs put them: an unreadable spec is the ids table's error row and the
     verdict's "graph: ..."; an unreadable savepoint the scan table's error row and "savepoint: ..."."""
     from hashing.errors import InputError
-    from hashing.readers import parse_graph
+    from upgrade_gate.storage.objects import read_graph
     from upgrade_gate.storage.savepoints import load_newest_complete
 
     job, spec, savepoint = row["job"], row["spec"], row["savepoint"]
@@ -74,7 +74,7 @@ def gate_job(row: dict[str, Any], ids_version: str | None, client: Any | None
     graph_error = savepoint_error = None
     if spec is not None:
         try:
-            graph = parse_graph(fleet_ids.load_spec(spec, client), spec)
+            graph = read_graph(spec, client=client)
             nodes = fleet_ids.graph_columns(job, spec, graph.graph, ids_version)
         except Exception as exc:
             graph, graph_error = None, _error_text(exc, InputError)
@@ -98,8 +98,7 @@ def gate_job(row: dict[str, Any], ids_version: str | None, client: Any | None
         verdict["error"] = f"savepoint: {savepoint_error}"
     else:
         try:
-            old = parse_graph(fleet_ids.load_spec(row["old_spec"], client), row["old_spec"]) \
-                if row["old_spec"] else None
+            old = read_graph(row["old_spec"], client=client) if row["old_spec"] else None
             verdict.update(fleet_check.check_parsed(
                 meta, graph, hasher=row["hasher"], matching=row["matching"],
                 allow_non_restored_state=bool(row["allow_non_restored_state"]),

@@ -68,24 +68,10 @@ def catalogue(spark: SparkSession, source: str, partitions: int | None = None,
     return common.spread(spark, rows, n, "job string, spec string")
 
 
-def load_spec(path: str, client: Any | None = None) -> Any:
-    """Read and parse one graph document (JSON or YAML) from a path or `s3://` URI."""
-    from hashing.readers.source import MAX_GRAPH_BYTES, parse_bytes
-
-    data = common.read_bytes(path, client, MAX_GRAPH_BYTES)  # StorageError (an InputError) names the file
-    return parse_bytes(data, path, yaml_first=path.lower().endswith((".yaml", ".yml")))
-
-
-def node_columns(job: str, spec_path: str, doc: Any, flink_version: str | None) -> Columns:
-    """The table rows of one job, column by column: the core's V2 and V3 `OperatorIDPair`s and chains."""
-    from hashing.readers import parse_graph
-
-    return graph_columns(job, spec_path, parse_graph(doc, spec_path).graph, flink_version)
-
-
 def graph_columns(job: str, spec_path: str, graph: StreamGraph, flink_version: str | None) -> Columns:
-    """`node_columns` of a graph already built (`fleet_gate` builds it once for the rows and the check; the ids
-    are cached on the graph, so the check's hasher reuses them)."""
+    """The table rows of one job, column by column: the core's V2 and V3 `OperatorIDPair`s and chains. The graph
+    is read by the caller (`upgrade_gate.storage.objects.read_graph`; `fleet_gate` reads it once for the rows
+    and the check, and the ids are cached on the graph, so the check's hasher reuses them)."""
     from hashing.migration import v2_to_v3
     from hashing.operator_ids import compute_operator_ids
 
@@ -134,6 +120,7 @@ def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None,
     `hasher`: `common.hasher_use`'s accumulator, told which hasher implementation this worker ran."""
     from hashing.errors import InputError
     from spark_jobs.progress import Ticker
+    from upgrade_gate.storage.objects import read_graph
 
     ticker = Ticker(progress)
 
@@ -146,7 +133,7 @@ def ids_partition(batches: Iterator[pa.RecordBatch], flink_version: str | None,
             try:
                 if client is None and path.startswith(("s3://", "s3a://")):
                     client = common.s3_client()
-                pending.add(node_columns(job, path, load_spec(path, client), flink_version))
+                pending.add(graph_columns(job, path, read_graph(path, client=client).graph, flink_version))
             except InputError as exc:
                 pending.add_row(error_row(job, path, str(exc)))
             except Exception as exc:  # an S3 failure or a bug must name the job, not kill the fleet run

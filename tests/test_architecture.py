@@ -243,3 +243,44 @@ def test_one_reader_of_java_serialization() -> None:
     others = sorted(str(p.relative_to(REPO)) for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")
                     if p != reader and "TC_OBJECT" in p.read_text(encoding="utf-8"))
     assert reader.is_file() and others == [], f"another Java serialization reader: {others}"
+
+
+# ---- one way to each kind of server and file (issue #28) ----------------------------------------
+PRODUCT_DIRS = ("hashing", "upgrade_gate", "plugins", "dags", "spark_jobs")
+HTTP_CLIENTS = ("http.client", "requests", "urllib.request", "httpx", "aiohttp")
+# who may do what: the one REST client, the one S3 HEAD, the one graph reader (and the parsers below it)
+ONE_WAY = {
+    "speaks HTTP": ("upgrade_gate/storage/remote.py",),
+    "calls S3 head_object": ("upgrade_gate/storage/s3.py",),
+    "parses a graph document": ("upgrade_gate/storage/objects.py", "hashing/readers/"),
+}
+
+
+def _uses(tree: ast.AST) -> Iterator[tuple[str, int]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(n == c or n.startswith(c + ".") for n in names for c in HTTP_CLIENTS):
+                yield "speaks HTTP", node.lineno
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "head_object":
+                yield "calls S3 head_object", node.lineno
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in ("parse_graph", "load_graph"):
+                yield "parses a graph document", node.lineno
+
+
+def test_one_rest_client_one_s3_head_one_graph_reader() -> None:
+    """Flink's REST API is spoken only through `upgrade_gate.storage.remote` (the CLI's discovery and the Airflow
+    hook alike), an S3 HEAD is made only by `upgrade_gate.storage.s3.head_object` (one error mapping), and a graph
+    document becomes a graph only through `upgrade_gate.storage.objects.read_graph` (the CLI, Airflow and Spark):
+    a second copy of any of them drifts from the first in its limits, retries or messages."""
+    wrong = []
+    for top in PRODUCT_DIRS:
+        for path in sorted((REPO / top).rglob("*.py")):
+            rel = path.relative_to(REPO).as_posix()
+            for what, line in _uses(ast.parse(path.read_text(encoding="utf-8"), rel)):
+                if not rel.startswith(ONE_WAY[what]):
+                    wrong.append(f"{rel}:{line} {what}")
+    assert wrong == [], "outside its one module:\n" + "\n".join(wrong)

@@ -207,7 +207,7 @@ def test_large_upload_streams_through(proxy: FaultProxy) -> None:
 
 
 def test_urllib3_pool_reuse_and_multipart_jar_upload(proxy: FaultProxy) -> None:
-    """The clients the gate uses (requests and botocore sit on urllib3): a pooled client gets a fresh
+    """The pooled clients the gate uses (botocore sits on urllib3): a pooled client gets a fresh
     connection per request, and a multipart jar upload (Flink's /jars/upload) streams through."""
     import urllib3
 
@@ -221,12 +221,20 @@ def test_urllib3_pool_reuse_and_multipart_jar_upload(proxy: FaultProxy) -> None:
     assert [a for _, _, a in proxy.log] == ["pass"] * 4
 
 
-def test_requests_sees_each_fault(proxy: FaultProxy) -> None:
-    import requests  # the Flink REST hook's client
+def test_the_rest_client_sees_each_fault(proxy: FaultProxy) -> None:
+    """The one client of Flink's REST API (`upgrade_gate.storage.remote`, the CLI's and the Airflow hook's): a 5xx
+    is an answer, a reset connection a `NoAnswer` (outcome unknown), and the next request gets through."""
+    from upgrade_gate.storage import remote
+    from upgrade_gate.storage.s3 import Deadline
+
     proxy.add_rule(r"/jobs", "status", status=500)
     proxy.add_rule(r"/jobs", "reset")
-    with requests.Session() as s:
-        assert s.get(f"{proxy.url}/jobs", timeout=5).status_code == 500
-        with pytest.raises(requests.ConnectionError):
-            s.get(f"{proxy.url}/jobs", timeout=5)
-        assert s.get(f"{proxy.url}/jobs", timeout=5).status_code == 200
+    base = remote.endpoint(proxy.url)
+
+    def get() -> remote.Answer:
+        return remote.get(base, "/jobs", deadline=Deadline(5), service="the upstream")
+
+    assert get().status == 500
+    with pytest.raises(remote.NoAnswer):
+        get()
+    assert get().status == 200

@@ -200,15 +200,15 @@ def test_read_object_refuses_special_files(tmp_path: Path, make: Callable[[Path]
 
 @pytest.mark.parametrize("name, content, expected", [c[1:] for c in FILE_CASES if c[1].endswith(".yaml")],
                          ids=[c[0] for c in FILE_CASES if c[1].endswith(".yaml")])
-def test_spark_load_spec_refuses_hostile_yaml(tmp_path: Path, name: str, content: bytes, expected: str) -> None:
-    """The fleet jobs' reader (`spark_jobs.fleet_ids.load_spec`) raises the same one-line InputError."""
+def test_read_graph_refuses_hostile_yaml(tmp_path: Path, name: str, content: bytes, expected: str) -> None:
+    """The one graph reader of the CLI, the Airflow gate and the Spark fleet jobs
+    (`upgrade_gate.storage.objects.read_graph`) raises the same one-line InputError."""
     from hashing.errors import InputError
-    from hashing.readers import parse_graph
-    from spark_jobs.fleet_ids import load_spec
+    from upgrade_gate.storage.objects import read_graph
 
     path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(InputError) as caught:
-        parse_graph(load_spec(str(path)), str(path))
+        read_graph(str(path))
     assert str(caught.value).startswith(f"{path}: ") and expected in str(caught.value)
     assert len(str(caught.value).splitlines()) == 1

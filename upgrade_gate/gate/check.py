@@ -1,35 +1,29 @@
-"""`check_upgrade`: will this savepoint restore into this job with zero state loss?
+"""`check`: will this savepoint restore into this job with zero state loss?
 
-The one library entry point (the CLI, Spark jobs and Airflow DAGs call exactly this):
+The one judgement entry point (the CLI, the Spark fleet check and the Airflow gate call exactly this):
 
-    check_upgrade(savepoint, graph, *, hasher="v2", matching="fixed", allow_non_restored_state=False,
-                  flink_version=None, pointer=None, with_remedies=True, old_graph=None,
-                  rescale_detail=True, with_migration=True) -> CheckResult
+    check(inputs: CheckInputs) -> CheckResult
 
-* `savepoint`: a path / file:// / s3:// name (read with `upgrade_gate.storage.savepoints.load_savepoint`) or a
-  parsed `CheckpointMetadata`. `graph`: a `LoadedGraph` (what every caller that already read the file passes,
-  so it is read once), a `StreamGraph`, or a path to a graph spec / execution plan.
-* `hasher`: "v2" (Flink) or "v3" (FLIP-411); `matching`: "fixed" or "naive" (V3 only; see
-  `upgrade_gate.flink.assignment.state_assignment`). `flink_version`: the Flink that will run the new job
-  (default 2.3). `pointer`: the savepoint pointer Flink prints in errors (default: derived from
-  where the savepoint was read, as Flink prints it: `file:/abs/dir`, `s3://bucket/dir`).
-* `old_graph`: the job graph that wrote the savepoint (same forms as `graph`). With it every state
-  is traced to its writer and compared with its receiver (`upgrade_gate.gate.misrouting`); without it the
-  savepoint's own operator names (metadata v5+) are used, and what cannot be verified is a warning.
-* `new_job_savepoint` / `old_savepoint`: a second savepoint of the job, for a state schema diff
-  (`upgrade_gate.gate.upgrade_checks`): the new job version's own savepoint (a staging run), or an older baseline
-  with `savepoint` as the candidate. `flink_config` (config.yaml, flink-conf.yaml or their directory) and
-  `settings` (`-D` pairs): the new job's configuration, checked against what Flink 2.x refuses or removed. What
-  Flink refuses there makes the verdict RESTORE_FAILS with Flink's error; `schema_changes[]` and `config[]` in
-  the JSON list every compared state and every configuration finding.
+`inputs` (`upgrade_gate.gate.inputs`) holds everything the check reads, parsed: the savepoint, the new graph and
+optionally the old one (with it every state is traced to its writer, `upgrade_gate.gate.misrouting`; without it
+the savepoint's own operator names, metadata v5+, are used and what cannot be verified is a warning), the
+options (`hasher` "v2" = Flink's or "v3" = FLIP-411; `matching` "fixed" or "naive", V3 only; the Flink that will
+run the new job), a second savepoint of the job for the state schema diff, and the new job's configuration. What
+Flink refuses in the schema or the configuration makes the verdict RESTORE_FAILS with Flink's error;
+`schema_changes[]` and `config[]` list every compared state and every configuration finding. Callers holding
+locations build it with `upgrade_gate.storage.check_inputs.read_check_inputs` (or call its `check_upgrade`).
+
+How it runs: `restore_pass` simulates the restore and runs `RESTORE_RULES`; remedies (uid / setUidHash pins) are
+proposed from those findings and verified by a second `restore_pass` over the pinned graph; `CHECK_RULES` run
+once; `verdict.decide` makes the verdict from the findings. docs/design.md, "The check pipeline".
 
 `CheckResult.to_json()` is the `check` contract of docs/design.md (stable field names):
-`verdict` (SAFE | STATE_LOSS | STATE_MISROUTED | RESTORE_FAILS), `restore_succeeds`, `flink_error` (Flink's own
-message, or null), `operators[]` ({operator_id, name, uid, matched_by: generated|alternative|none,
+`verdict` (a `vocabulary.Verdict` name), `restore_succeeds`, `flink_error` (Flink's own message, or null),
+`operators[]` ({operator_id, name, uid, matched_by: generated|alternative|none,
 new_node_id, new_node_name, new_operator_id, state_bytes, lost_bytes, state_names, rescale{old_parallelism,
 new_parallelism, old_max_parallelism, max_parallelism, subtasks[{index, key_groups, keyed_from[],
 operator_state{name: {mode, elements, from}}, bytes}]}}), `losses[]` ({operator_id, name, bytes,
-state_names, reason}), `remedies[]` ({operator_id, node_id, node_name, action, matched_by, reason}),
+state_names, reason, corrupted?}), `remedies[]` ({operator_id, node_id, node_name, action, matched_by, reason}),
 `verdict_with_remedies`, `migration[]` ({node_id, name, uid, new_id, alternative_ids, v2_id,
 savepoint_id, matched_by}), `warnings[]`, `misrouted[]` ({operator_id, name, uid, bytes, state_names,
 writer{node_id?, name, uid, ...}, receiver{node_id, name, uid}, counterpart{node_id, name, uid, matched_by}|null,
@@ -42,11 +36,9 @@ lost). `remedies[]` holds no pins for a planner's operators: SQL has no uid()/se
 `migration[]` empty: a fleet scan needs the verdict and the bytes of thousands of jobs, not every
 subtask's key groups (and its V2/V3 table comes from `fleet_ids`). Bad input raises `hashing.errors.InputError`.
 
-Verdict precedence (`Verdict.severity`), worst first: RESTORE_FAILS > STATE_MISROUTED > STATE_LOSS > SAFE. Misrouting
-outranks loss because it is silent twice over: the job runs, and an operator works on another
-operator's data (a source reading the wrong topic's offsets). A misrouted state usually also
-appears in `losses` (its writer's counterpart starts without it). Keyed state restored into an
-operator without keyed input (it took the id by position) is misrouting: it used to be STATE_LOSS.
+Verdict precedence: `upgrade_gate.gate.verdict`. A misrouted state usually also appears in `losses` (its writer's
+counterpart starts without it). Keyed state restored into an operator without keyed input (it took the id by
+position) is misrouting, not loss.
 """
 
 from __future__ import annotations

@@ -48,7 +48,16 @@ from hashing.errors import describe
 from upgrade_gate.flink.metadata import METADATA_FILE_NAME, CheckpointMetadata
 from upgrade_gate.storage import k8s_operator, remote
 from upgrade_gate.storage.redact import one_line, redact
-from upgrade_gate.storage.s3 import Deadline, StorageError, is_s3, local_path, s3_client, s3_error, split_s3
+from upgrade_gate.storage.s3 import (
+    Deadline,
+    StorageError,
+    head_object,
+    is_s3,
+    local_path,
+    s3_client,
+    s3_error,
+    split_s3,
+)
 from upgrade_gate.storage.savepoints import (
     MAX_INCOMPLETE_SKIPPED,
     MAX_METADATA_BYTES,
@@ -241,25 +250,6 @@ def _s3_folders(client: Any, bucket: str, prefix: str, deadline: Deadline) -> li
     return out
 
 
-def _s3_modified(client: Any, bucket: str, key: str, deadline: Deadline) -> float | None:
-    """LastModified of an object, None if it does not exist (a snapshot still being written)."""
-    from botocore.exceptions import ClientError
-
-    uri = f"s3://{bucket}/{key}"
-    deadline.check(uri)
-    try:
-        with deadline.guard(uri):
-            return client.head_object(Bucket=bucket, Key=key)["LastModified"].timestamp()
-    except StorageError:
-        raise
-    except ClientError as exc:
-        if str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
-            return None
-        raise s3_error(f"s3://{bucket}/{key}", exc, deadline) from None
-    except Exception as exc:
-        raise s3_error(f"s3://{bucket}/{key}", exc, deadline) from None
-
-
 def _s3_flat(uri: str, client: Any | None, job_id: str | None) -> list[_Candidate]:
     """Savepoints by listing `savepoint-<6 hex>-*` (only that job's when the id is known); retained
     checkpoints folder by folder (`<JobID>/` then its `chk-<n>/`, one HEAD of `_metadata` each)."""
@@ -301,9 +291,9 @@ def _s3_flat(uri: str, client: Any | None, job_id: str | None) -> list[_Candidat
 
 
 def _s3_checkpoint(client: Any, bucket: str, chk: str, job: str, number: int, deadline: Deadline) -> _Candidate:
-    modified = _s3_modified(client, bucket, f"{chk}{METADATA_FILE_NAME}", deadline)
-    return _Candidate(job, "checkpoint", modified or 0.0, number, f"s3://{bucket}/{chk.rstrip('/')}",
-                      complete=modified is not None)
+    head = head_object(client, bucket, f"{chk}{METADATA_FILE_NAME}", deadline)  # None: still being written
+    return _Candidate(job, "checkpoint", head["LastModified"].timestamp() if head else 0.0, number,
+                      f"s3://{bucket}/{chk.rstrip('/')}", complete=head is not None)
 
 
 def _jobs_listing(cands: list[_Candidate]) -> str:

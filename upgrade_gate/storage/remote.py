@@ -1,4 +1,6 @@
-"""GET one answer from an HTTP server we do not control (Flink's REST API), with the shared reader's bounds.
+"""The one client of Flink's REST API (an HTTP server we do not control), for the CLI's `flink-rest://`
+discovery and the Airflow `FlinkRestHook` alike: reads (`get`, followed through redirects), the plumbing a
+write reuses (`send`, once, never redirected) and the retry loop (`retried`).
 
 A JobManager, or whatever answers on its port, is a server handing us a document, so its answer gets what a
 user's file gets (`hashing.documents`: bounded size, values and depth, JSON only) plus what only a remote
@@ -6,16 +8,27 @@ read needs:
 
 * one total wall-clock deadline per call (`Deadline.guard`): connect, status line, headers and body,
   however slowly the bytes trickle in (socket timeouts alone bound one `recv`, not the call);
-* redirects are followed a few times, but credentials (`Authorization`, cookies) go only to the scheme,
-  host and port they were given for, never to the host a redirect points at, and never from a `Location`;
-* no URL with its userinfo ever reaches an error message: errors name `Endpoint.public`.
+* redirects are followed a few times, but credentials (`Authorization`, cookies, and every header given with
+  the `Endpoint`) go only to the scheme, host and port they were given for, never to the host a redirect
+  points at (not even when a later redirect leads back), and never from a `Location`;
+* TLS is verified against the system's trust store (`ssl.create_default_context`, so `SSL_CERT_FILE` can
+  add a private CA), host name included;
+* no URL with its userinfo ever reaches an error message: errors name `Endpoint.public` (or the caller's
+  label for it) and the path;
+* a failure that leaves the outcome unknown (no connection, the deadline, a cut or garbled answer) is a
+  `NoAnswer`, so a caller that writes can tell it from a definite refusal and look before acting.
+
+No retries unless asked (`retried`): the CLI reports the first failure within its one deadline, the Airflow
+hook retries reads with backoff.
 """
 
 from __future__ import annotations
 
 import base64
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urljoin, urlsplit
 
 from hashing.documents import Limits, parse_json
@@ -33,6 +46,13 @@ ANSWER_LIMITS = Limits(max_bytes=MAX_ANSWER_BYTES, max_values=1_000_000, max_dep
 _PIECE = 64 * 1024
 _CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_REDIRECTS = (301, 302, 303, 307, 308)
+T = TypeVar("T")
+
+
+class NoAnswer(StorageError):
+    """No complete answer arrived (the deadline, no connection, closed, cut off, not HTTP): the request may or
+    may not have reached the server and taken effect."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +64,7 @@ class Endpoint:
     port: int
     username: str | None = None
     password: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # e.g. an API key a proxy checks: sent to this origin only
 
     @property
     def origin(self) -> tuple[str, str, int]:
@@ -56,10 +77,12 @@ class Endpoint:
         return f"{self.scheme}://{host}:{self.port}"
 
     def auth_headers(self) -> dict[str, str]:
+        """What authenticates us at this origin: its headers and the basic auth of its user."""
+        own = dict(self.headers)
         if self.username is None:
-            return {}
+            return own
         token = f"{self.username}:{self.password or ''}".encode()
-        return {"Authorization": "Basic " + base64.b64encode(token).decode()}
+        return {**own, "Authorization": "Basic " + base64.b64encode(token).decode()}
 
 
 def endpoint(url: str, *, scheme: str | None = None, default_port: int | None = None, shown: str = "") -> Endpoint:
@@ -87,6 +110,7 @@ class Answer:
     status: int
     body: bytes
     where: str  # the public URL that answered (after redirects)
+    location: str | None = None  # a redirect's `Location` that was not followed
 
 
 def get(base: Endpoint, path: str, *, deadline: Deadline, service: str, headers: dict[str, str] | None = None,
@@ -95,15 +119,16 @@ def get(base: Endpoint, path: str, *, deadline: Deadline, service: str, headers:
 
     Errors (`StorageError`, one line naming `label` (what the user wrote, without credentials; default the
     public URL) or, after a redirect to another origin, that origin): the deadline, no connection, an answer
-    that is not HTTP, a body over `max_bytes`, too many redirects."""
-    sent = {"Accept": "application/json", **(headers or {}), **base.auth_headers()}
+    that is not HTTP (these four `NoAnswer`s), a body over `max_bytes`, too many redirects."""
+    common = {"Accept": "application/json", **(headers or {})}
+    sent = {**common, **base.auth_headers()}
     here = Endpoint(base.scheme, base.host, base.port)
     target = path if path.startswith("/") else "/" + path
     for _ in range(MAX_REDIRECTS + 1):
         shown = (label or base.public) if here.origin == base.origin else here.public
         where = shown + target
-        status, location, body = _once(here, target, sent, deadline, service, shown, max_bytes)
-        if status not in (301, 302, 303, 307, 308) or not location:
+        status, location, body = _once(here, "GET", target, sent, None, deadline, service, shown, max_bytes)
+        if status not in _REDIRECTS or not location:
             return Answer(status, body, where)
         try:
             nxt = urljoin(here.public + target, location.strip())
@@ -113,20 +138,55 @@ def get(base: Endpoint, path: str, *, deadline: Deadline, service: str, headers:
             raise StorageError(f"{where}: redirected to an unusable location ({exc})") from None
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         if here.origin != base.origin:  # credentials belong to the origin they were given for
-            sent = {k: v for k, v in sent.items() if k.lower() not in _CREDENTIAL_HEADERS}
+            sent = {k: v for k, v in common.items() if k.lower() not in _CREDENTIAL_HEADERS}
     raise StorageError(f"{label or base.public}{path}: more than {MAX_REDIRECTS} redirects")
 
 
-def _once(here: Endpoint, target: str, headers: dict[str, str], deadline: Deadline, service: str, shown: str,
-          max_bytes: int) -> tuple[int, str | None, bytes]:
+def send(base: Endpoint, method: str, path: str, *, deadline: Deadline, service: str,
+         headers: dict[str, str] | None = None, body: bytes | None = None, max_bytes: int = MAX_ANSWER_BYTES,
+         label: str | None = None) -> Answer:
+    """One request of any method, sent once and never redirected: what a write needs (a stop, a jar run), whose
+    repetition at another address must be the caller's decision. A redirect comes back as its status with
+    `Answer.location`. Errors as for `get`."""
+    sent = {"Accept": "application/json", **(headers or {}), **base.auth_headers()}
+    target = path if path.startswith("/") else "/" + path
+    shown = label or base.public
+    status, location, data = _once(base, method, target, sent, body, deadline, service, shown, max_bytes)
+    return Answer(status, data, shown + target, location if status in _REDIRECTS else None)
+
+
+def retried(attempt: Callable[[], T], *, attempts: int, backoff: float,
+            transient: type[Exception] | tuple[type[Exception], ...] = NoAnswer,
+            warn: Callable[[Exception, float], None] | None = None) -> T:
+    """`attempt()` until it returns, at most `attempts` times, sleeping `backoff * 2**i` after failure i; only
+    `transient` failures are retried (the last one is raised), any other at once. Only for what is safe to
+    repeat: a read, or a write the server deduplicates."""
+    for i in range(attempts):
+        try:
+            return attempt()
+        except transient as exc:
+            if i == attempts - 1:
+                raise
+            delay = backoff * (2 ** i)
+            if warn is not None:
+                warn(exc, delay)
+            time.sleep(delay)
+    raise ValueError(f"attempts={attempts}: expected at least 1")
+
+
+def _once(here: Endpoint, method: str, target: str, headers: dict[str, str], body: bytes | None,
+          deadline: Deadline, service: str, shown: str, max_bytes: int) -> tuple[int, str | None, bytes]:
     where = shown + target
     remaining = deadline.remaining()
     if remaining <= 0:
-        raise deadline.timed_out(where, f"{service} was too slow")
+        raise NoAnswer(str(deadline.timed_out(where, f"{service} was too slow")))
     timeout = max(0.05, min(30.0, remaining))
     import http.client  # here, not at the top: a check of local files never opens a connection (30 ms of CPU)
     import ssl
 
+    # One connection per request, never a pooled keep-alive one: a proxy or load balancer in front of the
+    # JobManager may have closed that already, and a write sent once would then fail for nothing (found with
+    # tests/fault_proxy.py, which closes every connection after one exchange).
     conn: http.client.HTTPConnection
     if here.scheme == "https":
         conn = http.client.HTTPSConnection(here.host, here.port, timeout=timeout,
@@ -136,24 +196,26 @@ def _once(here: Endpoint, target: str, headers: dict[str, str], deadline: Deadli
     try:
         with deadline.guard(where, f"{service} sent its answer too slowly") as guard:
             guard.add(conn)
-            conn.request("GET", target, headers=headers)
+            conn.request(method, target, body=body, headers=headers)
             resp = conn.getresponse()
             guard.add(resp)
             return resp.status, resp.getheader("Location"), _body(resp, where, max_bytes)
-    except StorageError:
+    except NoAnswer:
         raise
+    except StorageError as exc:  # the deadline passed (`Deadline.guard`), or a body over `max_bytes`
+        raise NoAnswer(str(exc)) if deadline.remaining() <= 0 else exc from None
     except TimeoutError:
-        raise deadline.timed_out(where, f"{service} did not answer") from None
+        raise NoAnswer(str(deadline.timed_out(where, f"{service} did not answer"))) from None
     except http.client.RemoteDisconnected:
-        raise StorageError(f"{where}: {service} closed the connection without answering") from None
+        raise NoAnswer(f"{where}: {service} closed the connection without answering") from None
     except http.client.IncompleteRead as exc:
-        raise StorageError(f"{where}: the answer was cut off after {len(exc.partial)} bytes") from None
+        raise NoAnswer(f"{where}: the answer was cut off after {len(exc.partial)} bytes") from None
     except http.client.HTTPException as exc:
-        raise StorageError(f"{where}: not an HTTP answer ({type(exc).__name__}); is this {service}?") from None
+        raise NoAnswer(f"{where}: not an HTTP answer ({type(exc).__name__}); is this {service}?") from None
     except (OSError, UnicodeError, ValueError) as exc:
         reason = one_line(getattr(exc, "strerror", None) or exc, 160)
-        raise StorageError(f"{shown}: cannot reach {service} ({reason}); check host, port and that it "
-                           f"is up") from None
+        raise NoAnswer(f"{shown}: cannot reach {service} ({reason}); check host, port and that it "
+                       f"is up") from None
     finally:
         conn.close()
 

@@ -163,6 +163,9 @@ def _is_cut(exc: BaseException) -> bool:
                             ConnectionError))
 
 
+_MISSING = ("NoSuchKey", "404", "NotFound")  # GET says NoSuchKey, HEAD (no body to say it in) 404
+
+
 def s3_error(uri: str, exc: Exception, deadline: Deadline | None = None) -> StorageError:
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -172,7 +175,7 @@ def s3_error(uri: str, exc: Exception, deadline: Deadline | None = None) -> Stor
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         code = str(err.get("Code", "?"))
-        if code in ("NoSuchKey", "404", "NotFound"):
+        if code in _MISSING:
             return StorageError(f"{uri}: no such object")
         if code in ("NoSuchBucket",):
             return StorageError(f"{uri}: no such bucket")
@@ -190,6 +193,29 @@ def split_s3(uri: str) -> tuple[str, str]:
     if not parsed.netloc:
         raise StorageError(f"{uri}: expected s3://bucket/prefix")
     return parsed.netloc, parsed.path.lstrip("/")
+
+
+def head_object(client: Any, bucket: str, key: str, deadline: Deadline | None = None,
+                shown: str | None = None) -> dict[str, Any] | None:
+    """The object's HEAD answer (`ContentLength`, `LastModified`), or None when there is no such object: a
+    snapshot still being written has no `_metadata` yet, and whether that is an error is the caller's to say.
+    Bounded by `deadline` (a fresh one if None) on the sockets; every other failure (access denied, the
+    endpoint down, the deadline) is `s3_error`'s one line naming `shown` (default the `s3://` URI)."""
+    from botocore.exceptions import ClientError
+
+    uri = shown or f"s3://{bucket}/{key}"
+    deadline = deadline or Deadline()
+    guard_boto_client(client)
+    deadline.check(uri)
+    try:
+        with deadline.guard(uri):
+            return client.head_object(Bucket=bucket, Key=key)
+    except StorageError:
+        raise
+    except Exception as exc:
+        if isinstance(exc, ClientError) and str(exc.response.get("Error", {}).get("Code")) in _MISSING:
+            return None
+        raise s3_error(uri, exc, deadline) from None
 
 
 def get_object(client: Any, bucket: str, key: str, max_bytes: int, what: str = "metadata files",

@@ -26,7 +26,7 @@ from typing import Any
 
 from upgrade_gate.flink.metadata import METADATA_FILE_NAME, CheckpointMetadata
 from upgrade_gate.flink.metadata.model import FileStateHandle, RelativeFileStateHandle
-from upgrade_gate.storage.s3 import StorageError, is_s3, local_path, s3_client, s3_error, split_s3
+from upgrade_gate.storage.s3 import StorageError, head_object, is_s3, local_path, s3_client, s3_error, split_s3
 
 __all__ = ["Copy", "StorageError", "WriteResult", "check_copies", "check_destination", "relocate", "remove_savepoint",
            "remove_unfinished", "write_savepoint"]
@@ -302,10 +302,7 @@ def check_copies(written: WriteResult, client: Any | None = None) -> None:
         if is_s3(target):
             client = client or s3_client()
             bucket, key = split_s3(target)
-            try:
-                size = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
-            except Exception as exc:
-                raise s3_error(target, exc) from None
+            size = _s3_size(client, bucket, key, target)
             want = _source_size(c, client)
         else:
             try:
@@ -321,5 +318,12 @@ def _source_size(c: Copy, client: Any | None) -> int:
     src = _comparable(c.source) or c.source
     if is_s3(src):
         bucket, key = split_s3(src)
-        return int((client or s3_client()).head_object(Bucket=bucket, Key=key)["ContentLength"])
+        return _s3_size(client or s3_client(), bucket, key, src)
     return os.stat(src).st_size
+
+
+def _s3_size(client: Any, bucket: str, key: str, shown: str) -> int:
+    head = head_object(client, bucket, key, shown=shown)
+    if head is None:
+        raise StorageError(f"{shown}: no such object")
+    return int(head["ContentLength"])

@@ -37,6 +37,7 @@ from upgrade_gate.storage.s3 import (
     Deadline,
     StorageError,
     get_object,
+    head_object,
     local_path,
     s3_client,
     s3_error,
@@ -296,25 +297,6 @@ def _read_local_file(meta: Path, st: os.stat_result, max_bytes: int) -> Metadata
 
 
 # ---- S3 ---------------------------------------------------------------------------------
-def _exists(client: Any, bucket: str, key: str, deadline: Deadline) -> bool:
-    from botocore.exceptions import ClientError
-
-    uri = f"s3://{bucket}/{key}"
-    deadline.check(uri)
-    try:
-        with deadline.guard(uri):
-            client.head_object(Bucket=bucket, Key=key)
-        return True
-    except StorageError:
-        raise
-    except ClientError as exc:
-        if str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise s3_error(uri, exc, deadline) from None
-    except Exception as exc:
-        raise s3_error(uri, exc, deadline) from None
-
-
 def metadata_listing(client: Any, bucket: str, prefix: str, deadline: Deadline
              ) -> tuple[list[tuple[Any, str]], dict[str, Any]]:
     """(LastModified, key) of every `_metadata` under `prefix` (all pages), and the Flink-named snapshot
@@ -390,7 +372,7 @@ def _s3_checkpoints(client: Any, bucket: str, prefix: str, deadline: Deadline) -
     skipped: list[Skipped] = []
     for _, folder in sorted(folders, reverse=True):  # the newest complete ones: they have _metadata
         key = f"{folder}{METADATA_FILE_NAME}"
-        if _exists(client, bucket, key, deadline):
+        if head_object(client, bucket, key, deadline) is not None:
             keys.append(key)
             if len(keys) > MAX_INCOMPLETE_SKIPPED:
                 break
@@ -407,7 +389,7 @@ def _s3_choices(uri: str, client: Any, job_folder: bool, deadline: Deadline) -> 
         return [key], []
     prefix = key.rstrip("/")
     direct = f"{prefix}/{METADATA_FILE_NAME}" if prefix else METADATA_FILE_NAME
-    if _exists(client, bucket, direct, deadline):
+    if head_object(client, bucket, direct, deadline) is not None:
         return [direct], []
     below = f"{prefix}/" if prefix else ""
     checkpoints, skipped = _s3_checkpoints(client, bucket, below, deadline)

@@ -8,9 +8,10 @@ guard's time is up, which wakes the blocked `recv` at once; the caller then sees
 reports the deadline, whatever exception (or short answer) the shut-down socket produced.
 
 What is guarded: anything registered with `Guard.add` (a socket, an `http.client`/urllib3 connection, a
-urllib3 response), and every connection a urllib3 pool hands out while a guard is active in the thread
-(`guard_pools`: requests sessions and boto3 clients both sit on urllib3 pools), so the connect, the
-request, the status line, the headers and the body are all inside the deadline.
+urllib3 response: Flink's REST API is spoken through `http.client`, `upgrade_gate.storage.remote`), and every
+connection a urllib3 pool hands out while a guard is active in the thread (`guard_pools`: boto3 clients sit
+on urllib3 pools), so the connect, the request, the status line, the headers and the body are all inside
+the deadline.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_WATCHDOG._reset)
 
 
-# ---- urllib3 pools (requests, boto3) ---------------------------------------------------------------
+# ---- urllib3 pools (boto3) ------------------------------------------------------------------------
 @functools.cache
 def _guarded_pool_class(cls: type) -> type:
     """`cls` whose `_get_conn` registers each connection it hands out with the thread's current guard."""
@@ -186,15 +187,6 @@ def guard_pools(manager: Any) -> None:
         if not getattr(type(pool), "_upgrade_gate_guarded", False):
             with contextlib.suppress(TypeError):
                 pool.__class__ = _guarded_pool_class(type(pool))
-
-
-def guard_session(session: Any) -> Any:
-    """A `requests.Session` whose adapters' pools are guarded; returns the session."""
-    for adapter in getattr(session, "adapters", {}).values():
-        manager = getattr(adapter, "poolmanager", None)
-        if manager is not None:
-            guard_pools(manager)
-    return session
 
 
 def _no_retry_after_deadline(**_: Any) -> None:

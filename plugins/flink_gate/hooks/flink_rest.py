@@ -22,37 +22,40 @@ looked up by that id, and Flink deduplicates a repeated trigger with the same id
 Asynchronous operations (savepoint, stop-with-savepoint) return a trigger id that is polled until
 Flink reports COMPLETED; a failed savepoint raises with Flink's failure cause.
 
-Every answer is a document from outside, read like the CLI reads one (`upgrade_gate.storage.remote`): each
-attempt has one total wall-clock limit (`timeout`) however slowly the bytes trickle (a watchdog shuts the
-connection down, `upgrade_gate.storage.watchdog`), bodies are bounded in size and JSON depth, a redirect is
-followed only for reads (and 307/308) and never carries credentials (basic auth, the connection's extra
-headers) to another scheme, host or port, and no URL with its userinfo (`user:password@` in the
-connection's host field) reaches an error, a log line or an upgrade record.
+Every call goes through the one client of Flink's REST API (`upgrade_gate.storage.remote`, which the
+CLI's `flink-rest://` discovery uses too), so an answer is read like the CLI reads one: each attempt has one
+total wall-clock limit (`timeout`) however slowly the bytes trickle (a watchdog shuts the connection down,
+`upgrade_gate.storage.watchdog`), bodies are bounded in size and JSON depth, TLS is verified against the
+system's trust store, a redirect is followed only for reads and never carries credentials (basic auth, the
+connection's extra headers) to another scheme, host or port, and no URL with its userinfo (`user:password@`
+in the connection's host field) reaches an error, a log line or an upgrade record. This module keeps only
+what is Airflow's (the connection) and what is an upgrade's (the writes, and what an answer means for them).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import secrets
 import time
 from functools import cached_property
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from airflow.sdk import BaseHook
 
 from hashing.documents import parse_json
 from hashing.errors import InputError, describe
+from upgrade_gate.storage import remote
 from upgrade_gate.storage.redact import one_line, public_url, redact
-from upgrade_gate.storage.remote import ANSWER_LIMITS, MAX_ANSWER_BYTES, MAX_REDIRECTS
-from upgrade_gate.storage.watchdog import DeadlinePassed, Guard, guard_session
-from upgrade_gate.storage.watchdog import current as current_guard
+from upgrade_gate.storage.remote import ANSWER_LIMITS
+from upgrade_gate.storage.s3 import Deadline, StorageError
 
-TRANSIENT_STATUS = (502, 503, 504)
 TERMINAL_JOB_STATES = ("FINISHED", "CANCELED", "FAILED", "SUSPENDED")
 UPLOAD_BYTES_PER_S = 1_000_000  # a jar upload's time limit grows by its size at this rate
+REST = "Flink's REST API"
 _REDIRECTS = (301, 302, 303, 307, 308)
-_CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
 
 
 class FlinkRestError(Exception):
@@ -92,9 +95,10 @@ class FlinkRestHook(BaseHook):
 
     # ---- plumbing -----------------------------------------------------------------------
     @cached_property
-    def _target(self) -> tuple[str, tuple[str, str] | None]:
-        """The JobManager's base URL without credentials, and the basic-auth pair for it (the connection's
-        login, else a `user:password@` written into its host field)."""
+    def _target(self) -> tuple[str, remote.Endpoint, str]:
+        """The JobManager's base URL without credentials; its endpoint with the basic auth (the connection's
+        login, else a `user:password@` written into its host field) and the connection's extra headers, both
+        bound to its origin; and the path a proxy may put in front of the REST API."""
         conn = self.get_connection(self.flink_conn_id)
         host = (conn.host or "127.0.0.1").strip()
         if "://" in host:
@@ -102,14 +106,15 @@ class FlinkRestHook(BaseHook):
         else:
             base = f"{conn.schema or 'http'}://{host}" + (f":{conn.port}" if conn.port else ":8081")
         try:
-            parts = urlsplit(base)
-            user, password = parts.username, parts.password
-        except ValueError:
+            prefix = urlsplit(base).path.rstrip("/")
+            server = remote.endpoint(base)
+        except (ValueError, StorageError):
             raise FlinkRestError(f"Flink connection {self.flink_conn_id!r}: the host field "
                                  f"{one_line(public_url(base), 100)!r} is not a URL") from None
-        auth = (conn.login, conn.password or "") if conn.login else (
-            (unquote(user), unquote(password or "")) if user is not None else None)
-        return public_url(base), auth
+        if conn.login:
+            server = dataclasses.replace(server, username=conn.login, password=conn.password or "")
+        server = dataclasses.replace(server, headers=tuple(self._extra_headers.items()))
+        return public_url(base), server, prefix
 
     @property
     def base_url(self) -> str:
@@ -121,120 +126,81 @@ class FlinkRestHook(BaseHook):
         headers = (self.get_connection(self.flink_conn_id).extra_dejson or {}).get("headers")
         return {str(k): str(v) for k, v in headers.items()} if isinstance(headers, dict) else {}
 
-    @cached_property
-    def session(self) -> Any:
-        import requests
-
-        s = guard_session(requests.Session())
-        s.trust_env = False  # no .netrc credentials for whatever host a redirect names
-        auth = self._target[1]
-        if auth is not None:
-            s.auth = auth
-        s.headers.update(self._extra_headers)
-        return s
-
     def request(self, method: str, path: str, *, idempotent: bool | None = None, total_timeout: float | None = None,
-                **kwargs: Any) -> Any:
+                params: dict[str, str] | None = None, json: Any = None,
+                files: dict[str, tuple[str, bytes, str]] | None = None) -> Any:
         """One REST call; returns the decoded JSON (or None).
 
         Idempotent calls (GET by default) are retried with backoff on unknown outcomes. Others are
         sent once: a timeout, reset or 5xx raises `FlinkRestUnknown` and the caller reconciles. Each
-        attempt ends after `total_timeout` seconds (default `timeout`) however slowly the answer arrives."""
-        import requests
-
+        attempt ends after `total_timeout` seconds (default `timeout`) however slowly the answer arrives.
+        `files`: field -> (file name, bytes, content type), sent as multipart/form-data (a jar upload)."""
         if idempotent is None:
             idempotent = method.upper() in ("GET", "HEAD")
-        url = f"{self.base_url}/{path.lstrip('/')}"
-        kwargs.setdefault("timeout", self.timeout)
         limit = float(total_timeout if total_timeout is not None else self.timeout)
         attempts = self.retries + 1 if idempotent else 1
-        if not idempotent:
-            # A fresh connection: a pooled keep-alive connection that a proxy or load balancer in
-            # front of the JobManager already closed fails the request before it is sent, and a
-            # call sent once would then fail for nothing (found with tests/fault_proxy.py, which
-            # closes every connection after one exchange).
-            self.session.close()
-        last: Exception | None = None
-        for attempt in range(attempts):
-            guard = Guard(limit)
-            try:
-                with guard:
-                    answer = self._exchange(method, path, url, idempotent, kwargs)
-                if not guard.expired:
-                    return answer
-                last = self._timed_out(method, path, limit)  # what arrived before the cut may be short
-            except FlinkRestError as exc:
-                if not guard.expired and not isinstance(exc, FlinkRestUnknown):
-                    raise  # a definite answer
-                last = self._timed_out(method, path, limit) if guard.expired else exc
-            except (requests.RequestException, OSError, DeadlinePassed) as exc:
-                # a cut or garbled exchange (or one the watchdog cut): we do not know what Flink did
-                last = self._timed_out(method, path, limit) if guard.expired else exc
-            if attempt < attempts - 1:
-                delay = self.backoff * (2 ** attempt)
-                self.log.warning("Flink REST %s %s failed (%s); retrying in %.1fs", method, path,
-                                 one_line(last, 500), delay)
-                time.sleep(delay)
-        if isinstance(last, FlinkRestUnknown) and not idempotent:
-            raise last
-        tried = f"{attempts} attempts" if idempotent else "sent once: not idempotent"
-        raise FlinkRestUnknown(f"{method} {path}: outcome unknown ({tried}) at {self.base_url}: {one_line(last, 500)}")
+        headers, body = _payload(json, files)
+        target = f"{self._target[2]}/{path.lstrip('/')}" + (f"?{urlencode(params)}" if params else "")
+
+        def warn(last: Exception, delay: float) -> None:
+            self.log.warning("Flink REST %s %s failed (%s); retrying in %.1fs", method, path, one_line(last, 500),
+                             delay)
+
+        try:
+            return remote.retried(lambda: self._exchange(method, path, target, headers, body, limit),
+                                  attempts=attempts, backoff=self.backoff,
+                                  transient=(FlinkRestUnknown, remote.NoAnswer), warn=warn)
+        except (FlinkRestUnknown, remote.NoAnswer) as last:
+            if isinstance(last, FlinkRestUnknown) and not idempotent:
+                raise
+            tried = f"{attempts} attempts" if idempotent else "sent once: not idempotent"
+            raise FlinkRestUnknown(f"{method} {path}: outcome unknown ({tried}) at {self.base_url}: "
+                                   f"{one_line(last, 500)}") from None
 
     def _timed_out(self, method: str, path: str, limit: float) -> FlinkRestUnknown:
         return FlinkRestUnknown(f"{method} {path}: no complete answer within {limit:g} s at {self.base_url} "
                                 f"(the JobManager or a proxy in front of it is too slow)")
 
-    def _exchange(self, method: str, path: str, url: str, idempotent: bool, kwargs: dict[str, Any]) -> Any:
-        """One attempt inside the caller's guard: send, follow redirects (reads only), read and decode.
-
-        Across origins (scheme, host, port) the redirected request carries neither the basic auth nor the
-        connection's extra headers; a `Location`'s own userinfo is never used."""
-        origin = _origin(url)
-        kwargs = dict(kwargs)
-        headers: dict[str, Any] = dict(kwargs.pop("headers", None) or {})
-        auth: Any = None  # the session's
-        for _ in range(MAX_REDIRECTS + 1):
-            resp = self.session.request(method, url, stream=True, allow_redirects=False, headers=headers, auth=auth,
-                                        **kwargs)
-            guard = current_guard()
-            if guard is not None:  # the body is read through the response once the connection let go of it
-                guard.add(resp.raw)
-            try:
-                status, location = resp.status_code, resp.headers.get("Location")
-                if status in _REDIRECTS and location and idempotent:
-                    url = public_url(urljoin(url, location.strip()))
-                    kwargs.pop("params", None)  # the Location holds the query now
-                    if _origin(url) != origin:
-                        auth = _NoAuth()
-                        headers = {**{k: v for k, v in headers.items() if k.lower() not in _CREDENTIAL_HEADERS},
-                                   **dict.fromkeys(self._extra_headers)}  # None: requests drops the session's
-                    else:
-                        auth, headers = None, dict(kwargs.get("headers") or {})
-                    continue
-                body = _read_body(resp, f"{method} {path}")
-            finally:
-                resp.close()
-            if status in _REDIRECTS:
-                raise _error(FlinkRestError, f"{method} {path}: HTTP {status}: redirected to "
-                                             f"{one_line(public_url(location or '?'), 200)}; not followed for a "
-                                             f"{method} (point the Flink connection at the JobManager)", status)
-            if status >= 500:
-                raise _error(FlinkRestUnknown, f"{method} {path}: HTTP {status}: {_errors(body)}", status)
-            if status == 404:
-                raise _error(FlinkRestNotFound, f"{method} {path}: HTTP 404: {_errors(body)}", 404)
-            if status >= 400:
-                raise _error(FlinkRestError, f"{method} {path}: HTTP {status}: {_errors(body)}", status)
-            if not body:
-                return None
-            try:
-                answer = parse_json(body, f"{method} {path}", what="a JSON answer from Flink's REST API",
-                                    limits=ANSWER_LIMITS)
-            except InputError as exc:  # a cut or garbled body: we do not know what Flink said
-                raise FlinkRestUnknown(redact(str(exc))) from None
-            if not isinstance(answer, dict):  # every answer of Flink's REST API is an object
-                raise FlinkRestUnknown(f"{method} {path}: the answer is not a JSON object; is this Flink's REST API?")
-            return answer
-        raise _error(FlinkRestError, f"{method} {path}: more than {MAX_REDIRECTS} redirects", None)
+    def _exchange(self, method: str, path: str, target: str, headers: dict[str, str], body: bytes | None,
+                  limit: float) -> Any:
+        """One attempt within `limit` seconds: a GET through `remote.get` (redirects followed under its credential
+        rule), any other method through `remote.send` (sent once, a redirect not followed); then what the answer
+        means. A `remote.NoAnswer` (no connection, cut, not HTTP) is passed on: the caller retries or reports it."""
+        deadline = Deadline(limit)
+        base_url, server, prefix = self._target
+        label = base_url.removesuffix(prefix)  # what errors show for the JobManager's origin
+        try:
+            if method.upper() == "GET":
+                answer = remote.get(server, target, deadline=deadline, service=REST, headers=headers, label=label)
+            else:
+                answer = remote.send(server, method, target, deadline=deadline, service=REST, headers=headers,
+                                     body=body, label=label)
+        except StorageError as exc:
+            if deadline.remaining() <= 0:  # what arrived before the cut may be short
+                raise self._timed_out(method, path, limit) from None
+            if isinstance(exc, remote.NoAnswer):
+                raise
+            raise _error(FlinkRestError, f"{method} {exc}", None) from None
+        status = answer.status
+        if status in _REDIRECTS:
+            raise _error(FlinkRestError, f"{method} {path}: HTTP {status}: redirected to "
+                                         f"{one_line(public_url(answer.location or '?'), 200)}; not followed for a "
+                                         f"{method} (point the Flink connection at the JobManager)", status)
+        if status >= 500:
+            raise _error(FlinkRestUnknown, f"{method} {path}: HTTP {status}: {_errors(answer.body)}", status)
+        if status == 404:
+            raise _error(FlinkRestNotFound, f"{method} {path}: HTTP 404: {_errors(answer.body)}", 404)
+        if status >= 400:
+            raise _error(FlinkRestError, f"{method} {path}: HTTP {status}: {_errors(answer.body)}", status)
+        if not answer.body:
+            return None
+        try:
+            doc = remote.json_answer(answer, REST)
+        except StorageError as exc:  # a cut or garbled body: we do not know what Flink said
+            raise FlinkRestUnknown(redact(f"{method} {exc}")) from None
+        if not isinstance(doc, dict):  # every answer of Flink's REST API is an object
+            raise FlinkRestUnknown(f"{method} {path}: the answer is not a JSON object; is this {REST}?")
+        return doc
 
     # ---- jobs ---------------------------------------------------------------------------
     def overview(self) -> dict[str, Any]:
@@ -419,9 +385,8 @@ class FlinkRestHook(BaseHook):
         # An upload only stores a file; repeating one whose answer was lost leaves a spare copy, no harm.
         for attempt in range(self.retries + 1):
             try:
-                with open(path, "rb") as f:
-                    resp = self.request("POST", "/jars/upload", total_timeout=limit,
-                                        files={"jarfile": (path.name, f, "application/x-java-archive")})
+                resp = self.request("POST", "/jars/upload", total_timeout=limit,
+                                    files={"jarfile": (path.name, path.read_bytes(), "application/x-java-archive")})
                 return _field(resp, "filename", "POST /jars/upload").rsplit("/", 1)[-1]
             except FlinkRestUnknown as exc:
                 last = exc
@@ -478,33 +443,17 @@ def _field(answer: Any, key: str, what: str) -> str:
     return one_line(str(value), 300)
 
 
-class _NoAuth:
-    """requests auth that sends nothing: the session's basic auth stays with the JobManager's origin."""
+def _payload(doc: Any, files: dict[str, tuple[str, bytes, str]] | None) -> tuple[dict[str, str], bytes | None]:
+    """The headers and body of a request carrying JSON (Flink's request bodies) or files (a jar upload: the
+    multipart/form-data Flink's `FileUploadHandler` reads, encoded by urllib3 as requests would)."""
+    if files:
+        from urllib3 import encode_multipart_formdata
 
-    def __call__(self, request: Any) -> Any:
-        request.headers.pop("Authorization", None)
-        return request
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
-
-
-def _read_body(resp: Any, what: str) -> bytes:
-    """The whole body in pieces, refused one byte past `MAX_ANSWER_BYTES` (the guard bounds the time)."""
-    length = resp.headers.get("Content-Length")
-    if length is not None and length.strip().isdigit() and int(length) > MAX_ANSWER_BYTES:
-        raise FlinkRestError(f"{what}: an answer of {int(length)} bytes, more than the {MAX_ANSWER_BYTES}-byte limit")
-    parts: list[bytes] = []
-    got = 0
-    for piece in resp.iter_content(64 * 1024):
-        parts.append(piece)
-        got += len(piece)
-        if got > MAX_ANSWER_BYTES:
-            raise FlinkRestError(f"{what}: an answer larger than the {MAX_ANSWER_BYTES}-byte limit")
-    return b"".join(parts)
+        data, content_type = encode_multipart_formdata(files)
+        return {"Content-Type": content_type}, data
+    if doc is not None:
+        return {"Content-Type": "application/json"}, json.dumps(doc).encode()
+    return {}, None
 
 
 def _errors(body: bytes) -> str:

@@ -31,8 +31,8 @@ from upgrade_gate.vocabulary import (
 )
 
 NAME = "check"
-HELP = ("simulate restoring SAVEPOINT into the job GRAPH as Flink would: SAFE, STATE_LOSS, STATE_MISROUTED or "
-        "RESTORE_FAILS, with the operators, state names and bytes at risk and the smallest fix")
+HELP = (f"simulate restoring SAVEPOINT into the job GRAPH as Flink would: {', '.join(Verdict.mildest_first())}, "
+        f"with the operators, state names and bytes at risk and the smallest fix")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
