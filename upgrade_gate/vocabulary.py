@@ -50,6 +50,11 @@ class Verdict(StrEnum):
         """One sentence for people: what happens if the upgrade goes ahead anyway."""
         return _MEANING[self]
 
+    @property
+    def outcome(self) -> str:
+        """What the upgrade would do, for a headline ("the upgrade would fail to restore"): the alerts' titles."""
+        return _OUTCOME[self]
+
     @classmethod
     def worst_first(cls) -> tuple[Verdict, ...]:
         return tuple(sorted(cls, key=lambda v: -v.severity))
@@ -61,6 +66,9 @@ class Verdict(StrEnum):
 
 _SEVERITY = {Verdict.SAFE: 0, Verdict.STATE_LOSS: 1, Verdict.STATE_MISROUTED: 2, Verdict.STATE_CORRUPTED: 3,
              Verdict.RESTORE_FAILS: 4}
+_OUTCOME = {Verdict.SAFE: "would restore every state", Verdict.STATE_LOSS: "would lose state",
+            Verdict.STATE_MISROUTED: "would restore state into the wrong operator",
+            Verdict.STATE_CORRUPTED: "would restore state corrupted", Verdict.RESTORE_FAILS: "would fail to restore"}
 _MEANING = {
     Verdict.SAFE: "The savepoint restores into the new job and every byte of state lands on an operator.",
     Verdict.STATE_LOSS: "The restore succeeds, but state is dropped or reset.",

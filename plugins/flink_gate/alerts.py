@@ -21,6 +21,7 @@ from typing import Any
 
 from upgrade_gate.gate import policy
 from upgrade_gate.report.sizes import human_bytes
+from upgrade_gate.vocabulary import Verdict
 
 
 def slack_escape(text: str) -> str:
@@ -68,9 +69,7 @@ class GateAlert:
 
     @property
     def title(self) -> str:
-        what = {"RESTORE_FAILS": "would fail to restore",
-                "STATE_CORRUPTED": "would restore state corrupted",
-                "STATE_MISROUTED": "would restore state into the wrong operator"}.get(self.verdict, "would lose state")
+        what = Verdict(self.verdict).outcome if self.verdict in Verdict.__members__ else Verdict.STATE_LOSS.outcome
         return f"[upgrade gate] {self.job}: {self.verdict} — the upgrade {what}; it was blocked"
 
     def to_payload(self) -> dict[str, Any]:
@@ -279,7 +278,6 @@ class FleetDigest:
 
 def worst_jobs(rows: list[dict[str, Any]], limit: int = WORST_SHOWN) -> list[dict[str, Any]]:
     """The blocked fleet rows, worst first: the most severe verdict (`Verdict.severity`), then the most bytes."""
-    from upgrade_gate.vocabulary import Verdict
 
     def severity(row: dict[str, Any]) -> int:
         try:

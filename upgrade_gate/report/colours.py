@@ -12,7 +12,7 @@ __all__ = ["UNKNOWN_COLOUR", "VERDICT_COLOURS", "colour"]
 # One colour per verdict, used by every badge, bar, graph highlight and the fleet table. The fleet's
 # gate words (PASS/BLOCK) and an unchecked job (ERROR) borrow the colour of what they mean.
 VERDICT_COLOURS: dict[str, str] = {Verdict.SAFE: "#2e7d32", Verdict.STATE_LOSS: "#e65100",
-                                   Verdict.STATE_MISROUTED: "#8e24aa", "STATE_CORRUPTED": "#ad1457",
+                                   Verdict.STATE_MISROUTED: "#8e24aa", Verdict.STATE_CORRUPTED: "#ad1457",
                                    Verdict.RESTORE_FAILS: "#c62828"}
 _ALIASES = {"PASS": Verdict.SAFE, "BLOCK": Verdict.RESTORE_FAILS}
 UNKNOWN_COLOUR = "#757575"
