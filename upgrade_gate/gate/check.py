@@ -238,10 +238,10 @@ def check(inputs: CheckInputs) -> CheckResult:
             remedied = restore_pass(inputs, fixed, facts, pointer).found
     once = rules.run(dataclasses.replace(ctx, found=Findings()), CHECK_RULES)
     found = found.with_(once.items)
+    found = _in_query_terms(inputs, shown, found)
     losses = [x.to_json() for x in found.losses]
     misrouted = [*(m.to_json(graph, state_names(m.state)) for m in found.wrong_receiver),
                  *(m.to_json() for m in found.meaning)]
-    _annotate_sql(inputs, shown, losses, misrouted, found)
     return CheckResult(
         verdict=decide(found.items), restore_succeeds=not found.refusals,
         flink_error=found.refusals[0].flink_error if found.refusals else None,
@@ -255,16 +255,26 @@ def check(inputs: CheckInputs) -> CheckResult:
         config=tuple(x.to_json() for x in found.config), findings=found)
 
 
-def _annotate_sql(inputs: CheckInputs, shown: Simulation, losses: list[dict[str, Any]],
-                  misrouted: list[dict[str, Any]], found: Findings) -> None:
-    """SQL findings in query terms: `sql` names the statement and operator (`sql_explain`); a SQL state that does
-    not restore gets the remedy a real restore proved, if any (`sql_remedies`)."""
+def _in_query_terms(inputs: CheckInputs, shown: Simulation, found: Findings) -> Findings:
+    """SQL findings in query terms, attached as values (`upgrade_gate.gate.annotations`): `sql` names the statement
+    and operator (`sql_explain`); a SQL state that does not restore gets the remedy a real restore proved, if any
+    (`sql_remedies`)."""
     side, old, o = inputs.graph, inputs.old_graph, inputs.options
     if not side.sql_state:
-        return
+        return found
     metadata = inputs.savepoint
     writers = (sql_meaning.writers_of(metadata, old, o.hasher, o.flink_version)
                if old is not None and old.sql_state else None)
-    sql_explain.annotate([*losses, *misrouted], metadata, shown, side, old, writers)
+    context = sql_explain.explainer(metadata, shown, side, old, writers)
     refused = {r.operator_id for r in found.refusals if r.rule == sql.SQL_STATE and r.operator_id}
-    sql_remedies.annotate(losses, side, old, writers, metadata, refused, o.hasher, o.flink_version)
+    remedy = sql_remedies.proposer(side, old, writers, metadata, refused, o.hasher, o.flink_version)
+    losses = []
+    for loss in found.losses:
+        explained = dataclasses.replace(loss, sql=context(loss.operator_id))
+        losses.append(dataclasses.replace(explained, sql_remedy=remedy(explained.to_json())))
+    wrong = [dataclasses.replace(m, sql=context(m.state.operator_id_hex)) for m in found.wrong_receiver]
+    meaning = [dataclasses.replace(m, sql=context(m.state.operator_id_hex)) for m in found.meaning]
+    swapped = {id(a): b for a, b in zip((*found.losses, *found.wrong_receiver, *found.meaning),
+                                        (*losses, *wrong, *meaning), strict=True)}
+    return dataclasses.replace(found, items=tuple(swapped.get(id(f), f) for f in found.items), losses=tuple(losses),
+                               wrong_receiver=tuple(wrong), meaning=tuple(meaning))

@@ -14,6 +14,7 @@ from typing import Any
 
 from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
+from upgrade_gate.gate.annotations import SqlContext, SqlRemedy
 from upgrade_gate.gate.config_rules import ConfigFinding
 from upgrade_gate.gate.misrouting import Misrouted
 from upgrade_gate.gate.state_schema_diff import StateDiff
@@ -70,6 +71,8 @@ class Loss:
     state: OperatorState | None = None
     orphaned: bool = True
     corrupted: bool = False
+    sql: SqlContext | None = None  # `upgrade_gate.gate.annotations`, attached after the rule chain
+    sql_remedy: SqlRemedy | None = None
 
     @classmethod
     def of(cls, op: OperatorState, name: str | None, nbytes: int, reason: str, names: Iterable[str] | None = None,
@@ -83,9 +86,15 @@ class Loss:
         return Verdict.STATE_CORRUPTED if self.corrupted else Verdict.STATE_LOSS
 
     def to_json(self) -> dict[str, Any]:
-        doc = {"operator_id": self.operator_id, "name": self.name, "uid": self.uid,
-               "bytes": self.nbytes, "state_names": list(self.names), "reason": self.reason}
-        return {**doc, "corrupted": True} if self.corrupted else doc
+        doc: dict[str, Any] = {"operator_id": self.operator_id, "name": self.name, "uid": self.uid,
+                               "bytes": self.nbytes, "state_names": list(self.names), "reason": self.reason}
+        if self.corrupted:
+            doc["corrupted"] = True
+        if self.sql is not None:
+            doc["sql"] = self.sql.to_json()
+        if self.sql_remedy is not None:
+            doc["sql_remedy"] = self.sql_remedy.to_json()
+        return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +172,7 @@ class MeaningChanged:
     new: str
     changes: tuple[tuple[str, str, str], ...]
     name: str | None
+    sql: SqlContext | None = None
     verdict = Verdict.STATE_MISROUTED
 
     def to_json(self) -> dict[str, Any]:
@@ -174,7 +184,8 @@ class MeaningChanged:
                 "counterpart": None, "detected_by": "sql-meaning",
                 "evidence": [head, *changes, f"old: {self.old}", f"new: {self.new}"],
                 "meaning": {"old": self.old, "new": self.new,
-                            "changes": [{"aspect": asp, "old": a, "new": b} for asp, a, b in self.changes]}}
+                            "changes": [{"aspect": asp, "old": a, "new": b} for asp, a, b in self.changes]},
+                **({"sql": self.sql.to_json()} if self.sql is not None else {})}
 
 
 Finding = (Loss | Note | Orphan | PositionClaim | Misrouted | Refused | SchemaCompared | ConfigChecked

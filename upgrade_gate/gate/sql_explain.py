@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable
 from typing import Any
 
+from upgrade_gate.gate.annotations import SqlContext
 from upgrade_gate.gate.sql_meaning import args, compare, family, kind, strip_counters
 
-__all__ = ["annotate", "causes", "describe", "explain", "pair", "statements", "text"]
+__all__ = ["causes", "describe", "explain", "explainer", "pair", "statements", "text"]
 
 # what each family keeps in state (GroupAggFunction, the deduplicate functions, StreamingJoinOperator, ...)
 _STATE = {
@@ -250,33 +251,33 @@ def text(sql: dict[str, Any]) -> str:
     return s + (f"; {sql['why']}" if sql.get("why") else "")
 
 
-def annotate(entries: Iterable[dict[str, Any]], metadata: Any, sim: Any, side: Any, old: Any,
-             writers: dict[bytes, int] | None) -> None:
-    """Add `sql` to each loss / misrouted entry of a SQL operator: the receiver in the new job if the state
-    restores, else its writer in the old job (with `--old-graph`) paired to its new counterpart."""
-    if not side.sql_state:
-        return
+def explainer(metadata: Any, sim: Any, side: Any, old: Any,
+              writers: dict[bytes, int] | None) -> Callable[[str], SqlContext | None]:
+    """The SQL context of a loss or misrouted state, by its savepoint operator ID: the receiver in the new job if the
+    state restores, else its writer in the old job (with `--old-graph`) paired to its new counterpart; None for a
+    state of no SQL operator (a source or sink has no SQL description)."""
     received: dict[str, int] = {}
     if sim is not None and sim.assignment is not None:
         received = {r.old.operator_id_hex: nid for nid, r in sim.assignment.operators.items() if r.old is not None}
     by_hex = {op.operator_id_hex: op.operator_id for op in metadata.operator_states}
     pairs = pair(old, side) if old is not None and old.sql_state else {}
-    for e in entries:
-        if e.get("sql") is not None:
-            continue
-        oid = e.get("operator_id")
+
+    def context(oid: str) -> SqlContext | None:
+        if not side.sql_state:
+            return None
         w = (writers or {}).get(by_hex.get(oid, b""))
         nid = received.get(oid)
+        said: dict[str, Any] | None = None
         if nid is not None:
             said = explain(side, nid, old, w if w is not None and str(w) in (old.sql_state or {}) else None,
                            id_changed=False) if old is not None else explain(side, nid)
-            if said is not None:  # a source or sink has no SQL description: no `sql` field
-                e["sql"] = said
         elif old is not None and w is not None and str(w) in (old.sql_state or {}):
             counterpart = pairs.get(w)
-            base = explain(old, w)  # the lost state is the old operator's: name it, say what moved it
-            if base is not None:
+            said = explain(old, w)  # the lost state is the old operator's: name it, say what moved it
+            if said is not None:
                 moved = explain(side, counterpart, old, w, id_changed=True) if counterpart is not None else None
-                base["why"] = (moved or {}).get("why") or ("the new query has no operator of this kind at this "
+                said["why"] = (moved or {}).get("why") or ("the new query has no operator of this kind at this "
                                                            "place before the sink")
-                e["sql"] = base
+        return SqlContext(**said) if said is not None else None
+
+    return context

@@ -27,32 +27,20 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from hashing.graph import StreamGraph
 from hashing.operator_ids import compute_operator_ids
 from upgrade_gate.gate import sql_explain
+from upgrade_gate.gate.annotations import SqlRemedy
 
-__all__ = ["PLAN_KEEPS_UIDS", "PROVEN", "REFUTED", "SqlRemedy", "annotate", "plan_uid", "propose", "text",
+__all__ = ["PLAN_KEEPS_UIDS", "PROVEN", "REFUTED", "plan_uid", "propose", "proposer", "text",
            "without_uids"]
 
 # A compiled plan's uid: `<ExecNode id>_<transformation>` (ExecNodeBase#createTransformationUid, the default
 # `table.exec.uid.format`), e.g. `6_group-aggregate`.
 _PLAN_UID = re.compile(r"^\d+_[a-z][a-z0-9-]*$")
-
-
-@dataclass(frozen=True)
-class SqlRemedy:
-    cause: str  # query-to-plan | statement-set-gains-insert | join-condition | mini-batch | agg-phase | shape | unknown
-    keeps_state: bool
-    text: str  # what to do, or that nothing keeps the state and what is lost
-    apply: str | None = None  # the SQL to apply (None: no remedy)
-    proven_by: str | None = None  # the sql-remedy-* scenario whose real restore kept the state
-
-    def to_json(self) -> dict[str, Any]:
-        return {"cause": self.cause, "keeps_state": self.keeps_state, "text": self.text, "apply": self.apply,
-                "proven_by": self.proven_by}
 
 
 # cause -> the scenario that proved the remedy (a restore that kept the state on 1.20.5 and 2.3.0)
@@ -191,27 +179,29 @@ def propose(loss: dict[str, Any], side: Any, old: Any, writer: int | None, pairs
                      f"ID back. Lost: {_lost(loss)}{hint}")
 
 
-def annotate(losses: list[dict[str, Any]], side: Any, old: Any, writers: dict[bytes, int] | None,
-             metadata: Any, shape_errors: set[str], hasher: str = "v2", version: Any = None) -> None:
-    """Add `sql_remedy` to every loss of a SQL job's state that Flink would not restore (or refuses). With the
-    old graph only states its planner operators wrote; without it every lost state of the SQL job."""
-    if not side.sql_state:
-        return
+def proposer(side: Any, old: Any, writers: dict[bytes, int] | None, metadata: Any, shape_errors: set[str],
+             hasher: str = "v2", version: Any = None) -> Callable[[dict[str, Any]], SqlRemedy | None]:
+    """The remedy of each loss of a SQL job's state that Flink would not restore (or refuses), `None` for a loss it
+    has none for. With the old graph only states its planner operators wrote; without it every lost state of the SQL
+    job. `loss`: its JSON, `sql` included (what the remedy text names)."""
     by_hex = {op.operator_id_hex: op.operator_id for op in metadata.operator_states}
     pairs = sql_explain.pair(old, side) if old is not None and old.sql_state else {}
     plain: set[str] | None = None
-    for loss in losses:
-        if loss.get("sql_remedy") is not None or "restored but wrong" in str(loss.get("reason")):
-            continue  # a kept ID with another meaning: sql_meaning says what to do
+
+    def remedy(loss: dict[str, Any]) -> SqlRemedy | None:
+        nonlocal plain
+        if not side.sql_state or "restored but wrong" in str(loss.get("reason")):
+            return None  # a kept ID with another meaning: sql_meaning says what to do
         oid = loss["operator_id"]
         w = (writers or {}).get(by_hex.get(oid, b""))
         if old is not None and oid not in shape_errors and (w is None or str(w) not in (old.sql_state or {})):
-            continue  # written by a source or sink of the old job, not a planner operator
+            return None  # written by a source or sink of the old job, not a planner operator
         if plain is None and any(plan_uid(n.uid) for n in side.graph.nodes):
             ids = compute_operator_ids(without_uids(side.graph), hasher, version)
             plain = {p.generated.hex() for p in ids.pairs.values()}
-        loss["sql_remedy"] = propose(loss, side, old, w, pairs, oid in shape_errors, metadata.version >= 5,
-                                     plain or set()).to_json()
+        return propose(loss, side, old, w, pairs, oid in shape_errors, metadata.version >= 5, plain or set())
+
+    return remedy
 
 
 def text(remedy: dict[str, Any]) -> str:
