@@ -14,12 +14,14 @@ from typing import Any
 
 from flink_gate.failures import BadInput
 from hashing.operator_ids import compute_operator_ids
+from hashing.readers import LoadedGraph
 from hashing.versions import FlinkVersion
+from upgrade_gate.flink.state_meta.streams import Opener
 from upgrade_gate.gate.check import check
 from upgrade_gate.gate.flink_config import parse_settings
-from upgrade_gate.gate.inputs import CheckOptions, side_of
+from upgrade_gate.gate.inputs import CheckOptions
 from upgrade_gate.storage import discovery
-from upgrade_gate.storage.check_inputs import read_check_inputs
+from upgrade_gate.storage.check_inputs import read_check_inputs, read_side
 from upgrade_gate.storage.objects import read_graph
 
 log = logging.getLogger(__name__)  # the task's log (Airflow 3 routes standard logging into it)
@@ -88,22 +90,26 @@ def savepoint_summary(metadata: Any, source: str) -> dict[str, Any]:
     }
 
 
-def run_check(metadata: Any, graph_path: str, *, hasher: str, matching: str, allow_non_restored_state: bool,
-              flink_version: str | None, settings: Iterable[str] = (), flink_config: str | None = None) -> Any:
+def run_check(metadata: Any, graph: str | LoadedGraph, *, hasher: str, matching: str, allow_non_restored_state: bool,
+              flink_version: str | None, settings: Iterable[str] = (), flink_config: str | None = None,
+              opener: Opener | None = None) -> Any:
     """Simulate the restore with the core and return its `CheckResult` (the same call the CLI makes, with the
-    CLI's `-D` pairs and `--flink-config`: the new job's configuration, judged by `upgrade_gate.gate.config_rules`)."""
+    CLI's `-D` pairs and `--flink-config`: the new job's configuration, judged by `upgrade_gate.gate.config_rules`).
+    `graph`: read once by the caller and shared with `repair_offer`; `opener`: state files through the task's
+    storage connection."""
     options = CheckOptions(hasher, matching, FlinkVersion.parse(flink_version or None), allow_non_restored_state)
-    return check(read_check_inputs(metadata, read_graph(graph_path), options=options,
-                                   settings=tuple(parse_settings(settings)), flink_config=flink_config or None))
+    return check(read_check_inputs(metadata, graph, options=options, settings=tuple(parse_settings(settings)),
+                                   flink_config=flink_config or None, open_state=opener))
 
 
-def repair_offer(result: Any, metadata: Any, graph_path: str, *, hasher: str, matching: str,
+def repair_offer(result: Any, metadata: Any, graph: str | LoadedGraph, *, hasher: str, matching: str,
                  flink_version: str | None, opener: Any, savepoint: str) -> dict[str, Any] | None:
     """The check's `repair` field (`upgrade_gate.repair.offer`, the CLI's and the fleet's): would `upgrade-gate
     repair` make this blocked upgrade SAFE, and the command. Planned in memory; nothing is written."""
     from upgrade_gate.repair.offer import repair_offer as offer
-    return offer(result, metadata, side_of(read_graph(graph_path)), hasher=hasher, matching=matching,
-                 flink_version=flink_version or None, opener=opener, savepoint=savepoint, graph=graph_path)
+    side = read_side(graph)
+    return offer(result, metadata, side, hasher=hasher, matching=matching, flink_version=flink_version or None,
+                 opener=opener, savepoint=savepoint, graph=graph if isinstance(graph, str) else side.origin or "GRAPH")
 
 
 def proceeds_by_repair(check: dict[str, Any], p: dict[str, Any]) -> bool:

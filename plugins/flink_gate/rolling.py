@@ -81,19 +81,20 @@ def _check_job(p: dict[str, Any], rdir: Path, savepoint_root: str) -> tuple[dict
     graph_path = rdir / "graphs" / f"{report_name(p['job_name'])}.json"
     graph_path.parent.mkdir(parents=True, exist_ok=True)
     graph_path.write_bytes(storage.read_bytes(p["graph"]))
-    result = gate.run_check(metadata, str(graph_path), hasher=p["hasher"], matching=p["matching"],
-                            allow_non_restored_state=bool(p["allow_non_restored_state"]),
-                            flink_version=p.get("flink_version"), settings=p.get("flink_settings") or ())
-    check = result.to_json()
     client = storage.s3_client if storage.is_s3(metadata.source or "") else None
-    check["repair"] = gate.repair_offer(result, metadata, str(graph_path), hasher=p["hasher"], matching=p["matching"],
+    loaded = read_graph(str(graph_path))  # once: the check and the repair offer share it
+    result = gate.run_check(metadata, loaded, hasher=p["hasher"], matching=p["matching"],
+                            allow_non_restored_state=bool(p["allow_non_restored_state"]),
+                            flink_version=p.get("flink_version"), settings=p.get("flink_settings") or (),
+                            opener=state_stream_opener(client))
+    check = result.to_json()
+    check["repair"] = gate.repair_offer(result, metadata, loaded, hasher=p["hasher"], matching=p["matching"],
                                         flink_version=p.get("flink_version"), opener=state_stream_opener(client),
                                         savepoint=source)
     states = state_map(storage, metadata)  # the report's State section, read as the single-job gate reads it
     if states is not None:
         check["states"] = states
-    page = render_html(result, new_graph=read_graph(str(graph_path)), states=states,
-                                   repair=check["repair"])
+    page = render_html(result, new_graph=loaded, states=states, repair=check["repair"])
     return {"result": result, "check": check, "html": page}, source, str(graph_path)
 
 

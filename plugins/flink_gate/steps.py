@@ -115,18 +115,19 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
     job = p["job_name"]
     hook = SavepointStorageHook(p.get("aws_conn_id") or None)
     metadata, source = hook.load_savepoint(savepoint["metadata_uri"])
-    result = gate.run_check(metadata, graph["graph_path"], hasher=p["hasher"], matching=p["matching"],
+    client = hook.s3_client if hook.is_s3(metadata.source or "") else None
+    loaded = read_graph(graph["graph_path"])  # once: the check and the repair offer share it
+    result = gate.run_check(metadata, loaded, hasher=p["hasher"], matching=p["matching"],
                             allow_non_restored_state=bool(p["allow_non_restored_state"]),
                             flink_version=p.get("flink_version"), settings=p.get("flink_settings") or (),
-                            flink_config=graph.get("flink_config_path"))
+                            flink_config=graph.get("flink_config_path"), opener=state_stream_opener(client))
     exported = graph.get("export")
     if exported and exported["warnings"]:  # the export's guesses belong to the verdict: JSON, report, alert
         result = dataclasses.replace(result, warnings=(*exported["warnings"], *result.warnings))
     check = result.to_json()
     if exported:
         check["export"] = exported
-    client = hook.s3_client if hook.is_s3(metadata.source or "") else None
-    check["repair"] = gate.repair_offer(result, metadata, graph["graph_path"], hasher=p["hasher"],
+    check["repair"] = gate.repair_offer(result, metadata, loaded, hasher=p["hasher"],
                                         matching=p["matching"], flink_version=p.get("flink_version"),
                                         opener=state_stream_opener(client), savepoint=source)
     states = state_map(hook, metadata)
@@ -138,8 +139,7 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
             "allow_non_restored_state": bool(p["allow_non_restored_state"]),
             "flink_version": p.get("flink_version"), "mode": p.get("mode"), "operator_ids": ids}
     gate.write_json(run_dir(job, ti.run_id) / "check.json", check)
-    page = render_html(check, new_graph=read_graph(graph["graph_path"]), states=states,
-                                   repair=check["repair"])
+    page = render_html(check, new_graph=loaded, states=states, repair=check["repair"])
     path = ReportStore().publish(upgrade_records.report_name(job), ti.run_id, check, page, meta)
     # XCom gets the verdict's fields, bounded; every state's serializers and a large job's per-subtask detail
     # stay in check.json and the report

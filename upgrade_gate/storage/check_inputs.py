@@ -18,6 +18,7 @@ from hashing.graph import StreamGraph
 from hashing.readers import LoadedGraph
 from hashing.versions import FlinkVersion
 from upgrade_gate.flink.metadata.model import CheckpointMetadata
+from upgrade_gate.flink.state_meta.streams import Opener
 from upgrade_gate.gate.check import CheckResult, check
 from upgrade_gate.gate.flink_config import FlinkConfig
 from upgrade_gate.gate.inputs import CheckInputs, CheckOptions, GraphSide, SecondSavepoint, side_of
@@ -58,9 +59,10 @@ def read_check_inputs(savepoint: SavepointSource, graph: GraphSource, *,
                       pointer: str | None = None,
                       old_savepoint: SavepointSource | None = None, new_job_savepoint: SavepointSource | None = None,
                       flink_config: str | Path | FlinkConfig | None = None,
-                      settings: Sequence[tuple[str, str]] = ()) -> CheckInputs:
+                      settings: Sequence[tuple[str, str]] = (), open_state: Opener | None = None) -> CheckInputs:
     """`new_job_savepoint`: a savepoint the new job version wrote (staging); `old_savepoint`: one the job wrote
-    before its change (docs/guide.md, "State schemas"). Bad input raises `hashing.errors.InputError`."""
+    before its change (docs/guide.md, "State schemas"). `open_state`: how a rule reads state files (default: S3
+    objects with the default client, local files otherwise). Bad input raises `hashing.errors.InputError`."""
     if old_savepoint is not None and new_job_savepoint is not None:
         raise InputError("give --old-savepoint or --new-job-savepoint, not both (see docs/guide.md, State schemas)")
     metadata = _savepoint(savepoint)
@@ -74,7 +76,7 @@ def read_check_inputs(savepoint: SavepointSource, graph: GraphSource, *,
     second = (SecondSavepoint(_savepoint(new_job_savepoint), "new-job") if new_job_savepoint is not None
               else SecondSavepoint(_savepoint(old_savepoint), "old") if old_savepoint is not None else None)
     return CheckInputs(metadata, side, options or CheckOptions(), old, pointer, second,
-                       _config(flink_config, settings), state_stream_opener())
+                       _config(flink_config, settings), open_state or state_stream_opener())
 
 
 def check_upgrade(savepoint: SavepointSource, graph: GraphSource, *, hasher: str = DEFAULT_HASHER,
@@ -83,7 +85,7 @@ def check_upgrade(savepoint: SavepointSource, graph: GraphSource, *, hasher: str
                   rescale_detail: bool = True, with_migration: bool = True, **sources: object) -> CheckResult:
     """`check(read_check_inputs(...))` with the options spelled as keywords; `sources` are
     `read_check_inputs`'s keywords (old_graph, pointer, old_savepoint, new_job_savepoint, flink_config,
-    settings)."""
+    settings, open_state)."""
     version = flink_version if isinstance(flink_version, FlinkVersion) else FlinkVersion.parse(flink_version)
     options = CheckOptions(hasher, matching, version, allow_non_restored_state, with_remedies, rescale_detail,
                            with_migration)
