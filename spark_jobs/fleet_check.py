@@ -39,6 +39,7 @@ from spark_jobs.progress import Progress
 from upgrade_gate.gate import policy
 from upgrade_gate.gate.check import check
 from upgrade_gate.gate.inputs import CheckInputs, CheckOptions, side_of
+from upgrade_gate.gate.state_roles import Role
 from upgrade_gate.storage.state_files import state_stream_opener
 from upgrade_gate.vocabulary import (
     DEFAULT_FLINK_VERSION,
@@ -207,6 +208,7 @@ class _Summary:
         self.jobs = self.state = self.lost = self.blocked = self.repairable = 0
         self.worst_rows: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         self.errors: list[tuple[str, dict[str, Any]]] = []
+        self.roles: dict[str, int] = {}  # role -> blocked jobs with state of that role at risk (gate.state_roles)
 
     def add(self, r: dict[str, Any]) -> None:
         verdict = r["verdict"] or "ERROR"
@@ -219,6 +221,8 @@ class _Summary:
         if r.get("repair") and json.loads(r["repair"]).get("repairable"):
             self.repairable += 1
         if r["verdict"] and policy.blocks(r["verdict"]):
+            for role in {x.get("role") for x in json.loads(r["losses"] or "[]")} - {None}:
+                self.roles[role] = self.roles.get(role, 0) + 1
             key = (-Verdict(r["verdict"]).severity, -(r["lost_bytes"] or 0), -(r["state_bytes"] or 0), r["job"])
             self.worst_rows.append((key, r))
             if len(self.worst_rows) > 4 * self.worst + 64:
@@ -242,6 +246,8 @@ class _Summary:
             "state_bytes_in_failing_restores": self.blocked,
             # blocked jobs `upgrade-gate repair` would make SAFE (planned in memory, nothing written)
             "repairable_jobs": self.repairable,
+            # what the blocked jobs would do to the data: jobs per role of the state at risk, most consequential first
+            "jobs_by_role_at_risk": {str(role): self.roles[role] for role in Role if role in self.roles},
             "worst_jobs": [{"job": r["job"], "verdict": r["verdict"], "lost_bytes": r["lost_bytes"],
                             "state_bytes": r["state_bytes"], "lost_operators": r["lost_operators"],
                             "flink_error": r["flink_error"], "verdict_with_remedies": r["verdict_with_remedies"],

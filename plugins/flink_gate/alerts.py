@@ -39,6 +39,7 @@ class OperatorAtRisk:
     lost_bytes: int
     state_names: tuple[str, ...]
     reason: str
+    consequence: str = ""  # what the data goes through: the check's `losses[].consequence` (gate.state_roles)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ class GateAlert:
             "flink_error": self.flink_error,
             "bytes_at_risk": self.bytes_at_risk,
             "operators": [{"operator_id": o.operator_id, "name": o.name, "lost_bytes": o.lost_bytes,
-                           "state_names": list(o.state_names), "reason": o.reason} for o in self.operators],
+                           "state_names": list(o.state_names), "reason": o.reason, "consequence": o.consequence}
+                          for o in self.operators],
             "remedies": list(self.remedies),
             "repair": self.repair,
             "report_url": self.report_url,
@@ -106,6 +108,8 @@ class GateAlert:
             states = ", ".join(o.state_names) if o.state_names else "(state names not recorded)"
             lines.append(f"  • {o.name} [{o.operator_id}]: {_human_bytes(o.lost_bytes)} — states: {states}"
                          + (f" — {o.reason}" if o.reason else ""))
+            if o.consequence:
+                lines.append(f"    what the data goes through: {o.consequence}")
         if self.remedies:
             lines.append("Remedies:")
             lines.extend(f"  • {r}" for r in self.remedies)
@@ -119,12 +123,12 @@ class GateAlert:
         rows = "".join(
             f"<tr><td>{html.escape(o.name)}</td><td><code>{html.escape(o.operator_id)}</code></td>"
             f"<td>{html.escape(', '.join(o.state_names))}</td><td>{int(o.lost_bytes)}</td>"
-            f"<td>{html.escape(o.reason)}</td></tr>" for o in self.operators)
+            f"<td>{html.escape(o.reason)}</td><td>{html.escape(o.consequence)}</td></tr>" for o in self.operators)
         remedies = "".join(f"<li>{html.escape(r)}</li>" for r in self.remedies)
         err = f"<p>Flink would say: <code>{html.escape(self.flink_error)}</code></p>" if self.flink_error else ""
         return (f"<h2>{html.escape(self.title)}</h2><p>Savepoint: <code>{html.escape(self.savepoint)}</code></p>{err}"
                 f"<table border='1' cellpadding='4'><tr><th>operator</th><th>id</th><th>states</th>"
-                f"<th>bytes at risk</th><th>why</th></tr>{rows}</table>"
+                f"<th>bytes at risk</th><th>why</th><th>what the data goes through</th></tr>{rows}</table>"
                 f"<h3>Remedies</h3><ul>{remedies}</ul>"
                 + (f"<p>{html.escape(self.repair_text)}</p>" if self.repair_text else "")
                 + f"<p><a href='{html.escape(self.report_url)}'>Full report</a></p>")
@@ -171,18 +175,20 @@ def operators_at_risk(result: dict[str, Any]) -> tuple[OperatorAtRisk, ...]:
             continue
         oid = str(loss.get("operator_id"))
         g = grouped.setdefault(oid, {"name": loss.get("name") or names_by_id.get(oid, {}).get("name") or "?",
-                                     "bytes": 0, "states": [], "reasons": []})
+                                     "bytes": 0, "states": [], "reasons": [], "consequences": []})
         g["bytes"] += int(loss.get("bytes", loss.get("lost_bytes", 0)) or 0)
         g["states"].extend(_names(loss.get("state_names") or loss.get("states")))
         if loss.get("reason"):
             g["reasons"].append(str(loss["reason"]))
+        if loss.get("consequence"):
+            g["consequences"].append(str(loss["consequence"]))
     for oid, op in names_by_id.items():
         lost = int(op.get("lost_bytes") or 0)
         if lost and oid not in grouped:
             grouped[oid] = {"name": op.get("name") or "?", "bytes": lost, "states": _names(op.get("state_names")),
-                            "reasons": []}
+                            "reasons": [], "consequences": []}
     return tuple(OperatorAtRisk(oid, str(g["name"]), int(g["bytes"]), tuple(dict.fromkeys(g["states"])),
-                                "; ".join(dict.fromkeys(g["reasons"])))
+                                "; ".join(dict.fromkeys(g["reasons"])), "; ".join(dict.fromkeys(g["consequences"])))
                  for oid, g in grouped.items())
 
 
@@ -221,6 +227,7 @@ class FleetDigest:
     report_url: str
     repairable: int = 0
     unchecked: int = 0
+    roles: dict[str, int] = field(default_factory=dict)  # role of the state at risk -> blocked jobs (gate.state_roles)
 
     @property
     def job(self) -> str:
@@ -240,10 +247,13 @@ class FleetDigest:
         return {"event": self.EVENT, "title": self.title, "dag_id": self.dag_id, "run_id": self.run_id,
                 "jobs": self.jobs, "blocked": self.blocked, "verdicts": dict(self.verdicts),
                 "bytes_at_risk": self.bytes_at_risk, "repairable": self.repairable, "unchecked": self.unchecked,
-                "worst": [dict(w) for w in self.worst], "report_url": self.report_url, "text": self.to_text()}
+                "roles": dict(self.roles), "worst": [dict(w) for w in self.worst], "report_url": self.report_url,
+                "text": self.to_text()}
 
     def to_text(self) -> str:
         lines = [self.title]
+        if self.roles:
+            lines.append("At risk: " + ", ".join(f"{role} in {n} job(s)" for role, n in self.roles.items()))
         if self.repairable:
             lines.append(f"{self.repairable} of them repairable by `upgrade-gate repair` (see each job's report)")
         if self.unchecked:
@@ -273,7 +283,7 @@ class FleetDigest:
                    blocked=int(payload["blocked"]), verdicts=dict(payload["verdicts"]),
                    bytes_at_risk=int(payload["bytes_at_risk"]), worst=tuple(payload["worst"]),
                    report_url=payload["report_url"], repairable=int(payload.get("repairable") or 0),
-                   unchecked=int(payload.get("unchecked") or 0))
+                   unchecked=int(payload.get("unchecked") or 0), roles=dict(payload.get("roles") or {}))
 
 
 def worst_jobs(rows: list[dict[str, Any]], limit: int = WORST_SHOWN) -> list[dict[str, Any]]:
@@ -294,7 +304,7 @@ def alert_from_payload(payload: dict[str, Any]) -> GateAlert | FleetDigest:
     if payload.get("event") == FleetDigest.EVENT:
         return FleetDigest.from_payload(payload)
     ops = tuple(OperatorAtRisk(o["operator_id"], o["name"], int(o["lost_bytes"]), tuple(o["state_names"]),
-                               o.get("reason", "")) for o in payload["operators"])
+                               o.get("reason", ""), o.get("consequence", "")) for o in payload["operators"])
     return GateAlert(job=payload["job"], verdict=payload["verdict"], run_id=payload["run_id"],
                      dag_id=payload["dag_id"], savepoint=payload["savepoint"], report_url=payload["report_url"],
                      flink_error=payload.get("flink_error"), bytes_at_risk=int(payload["bytes_at_risk"]),

@@ -78,7 +78,8 @@ def publish(context: Any, summary: dict[str, Any], check_dir: str) -> dict[str, 
     worst = [{**w, "report_url": report_url(report_name(w["job"]), ti.run_id)} for w in worst_jobs(table)]
     return {"gate": summary.get("gate"), "jobs": len(rows), "verdicts": summary.get("verdicts"),
             "blocked": blocked, "bytes_at_risk": summary.get("bytes_at_risk"), "unchecked": summary.get("errors"),
-            "repairable": summary.get("repairable_jobs", 0), "worst": worst}
+            "repairable": summary.get("repairable_jobs", 0), "worst": worst,
+            "roles": dict(summary.get("jobs_by_role_at_risk") or {})}
 
 
 def alert(context: Any, published: dict[str, Any], notifiers: list[Any]) -> list[str]:
@@ -96,7 +97,7 @@ def alert(context: Any, published: dict[str, Any], notifiers: list[Any]) -> list
                          worst=tuple(published.get("worst") or ()),
                          report_url=report_url(FLEET_REPORT_JOB, ti.run_id),
                          repairable=int(published.get("repairable") or 0),
-                         unchecked=int(published.get("unchecked") or 0))
+                         unchecked=int(published.get("unchecked") or 0), roles=dict(published.get("roles") or {}))
     failures = []
     for n in notifiers:
         try:

@@ -6,6 +6,7 @@ a run id that writes outside the report store, an alert for an upgrade that pass
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -65,6 +66,9 @@ def test_no_alert_for_a_safe_upgrade_and_a_complete_one_otherwise():
     assert {o.operator_id for o in alert.operators} == {x["operator_id"] for x in check["losses"]}
     for loss in check["losses"]:
         assert loss["operator_id"] in text and str(loss["bytes"]) in text
+        # what the data goes through, in every channel (upgrade_gate/gate/state_roles.py)
+        assert loss["consequence"] in text and "what the data goes through: " in text
+        assert loss["consequence"] in alert.to_payload()["text"] and html.escape(loss["consequence"]) in alert.to_html()
 
     # allowNonRestoredState turns the failed restore into silent loss: still blocked, still alerted
     relaxed = build_alert(_check("payments-dedup", allow_non_restored_state=True), job="payments-dedup", **kw)

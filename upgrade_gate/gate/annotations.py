@@ -1,14 +1,14 @@
-"""What the gate adds to a finding about a SQL operator, in the query's terms: values attached to frozen findings
-(`Loss.sql`, `Misrouted.sql`, `MeaningChanged.sql`, `Loss.sql_remedy`) after the rule chain, never edits of their
-JSON (`upgrade_gate.gate.sql_explain`, `upgrade_gate.gate.sql_remedies`). Next to come here: roles and
-repairability (issue #33)."""
+"""What the gate adds to a finding after the rule chain, as values attached to frozen findings, never edits of their
+JSON: a SQL operator's query terms (`Loss.sql`, `Misrouted.sql`, `MeaningChanged.sql`, `Loss.sql_remedy`:
+`upgrade_gate.gate.sql_explain`, `upgrade_gate.gate.sql_remedies`) and what each state does for the job and what
+losing it does to the data (`roles`: `upgrade_gate.gate.state_roles`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SqlContext", "SqlRemedy"]
+__all__ = ["SqlContext", "SqlRemedy", "StateRoles"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,3 +37,16 @@ class SqlRemedy:
     def to_json(self) -> dict[str, Any]:
         return {"cause": self.cause, "keeps_state": self.keeps_state, "text": self.text, "apply": self.apply,
                 "proven_by": self.proven_by}
+
+
+@dataclass(frozen=True, slots=True)
+class StateRoles:
+    """The role of each state a finding names (`states`: (name, role)), the most consequential of them (`role`),
+    and what losing them does to the data, one sentence per role (`consequence`)."""
+
+    role: str
+    consequence: str
+    states: tuple[tuple[str, str], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"role": self.role, "consequence": self.consequence, "state_roles": dict(self.states)}

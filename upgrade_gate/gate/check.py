@@ -23,11 +23,14 @@ once; `verdict.decide` makes the verdict from the findings. docs/design.md, "The
 new_node_id, new_node_name, new_operator_id, state_bytes, lost_bytes, state_names, rescale{old_parallelism,
 new_parallelism, old_max_parallelism, max_parallelism, subtasks[{index, key_groups, keyed_from[],
 operator_state{name: {mode, elements, from}}, bytes}]}}), `losses[]` ({operator_id, name, bytes,
-state_names, reason, corrupted?}), `remedies[]` ({operator_id, node_id, node_name, action, matched_by, reason}),
+state_names, reason, corrupted?, role, consequence, state_roles{name: role}}), `remedies[]` ({operator_id, node_id,
+node_name, action, matched_by, reason}),
 `verdict_with_remedies`, `migration[]` ({node_id, name, uid, new_id, alternative_ids, v2_id,
 savepoint_id, matched_by}), `warnings[]`, `misrouted[]` ({operator_id, name, uid, bytes, state_names,
 writer{node_id?, name, uid, ...}, receiver{node_id, name, uid}, counterpart{node_id, name, uid, matched_by}|null,
-detected_by: old-graph|savepoint|keyed-input|sql-meaning, evidence[]}), `old_graph` (its name or null).
+detected_by: old-graph|savepoint|keyed-input|sql-meaning, evidence[], role, state_roles}), `old_graph` (its name or
+null). `role` is the most consequential role of the states an entry names and `consequence` what losing them does to
+the data (`gate.state_roles`).
 SQL findings in `losses[]` / `misrouted[]` carry `sql{statement, operator, state, why}` (`gate.sql_explain`);
 a SQL state that does not restore carries `sql_remedy{cause, keeps_state, text, apply, proven_by}`
 (`gate.sql_remedies`: only remedies a real restore proved; otherwise "no remedy keeps this state" and what is
@@ -56,7 +59,8 @@ from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
 from upgrade_gate.flink.metadata.model import CheckpointMetadata
 from upgrade_gate.flink.simulation import Simulation, simulate
 from upgrade_gate.gate import remedies as remedies_mod
-from upgrade_gate.gate import rules, sql_explain, sql_meaning, sql_remedies
+from upgrade_gate.gate import rules, sql_explain, sql_meaning, sql_remedies, state_roles
+from upgrade_gate.gate.annotations import StateRoles
 from upgrade_gate.gate.findings import Findings, SavepointFacts, state_names
 from upgrade_gate.gate.inputs import CheckInputs, GraphSide
 from upgrade_gate.gate.rules import Rule, RuleContext, config, misrouted, restore, sql, state_schema
@@ -238,7 +242,7 @@ def check(inputs: CheckInputs) -> CheckResult:
             remedied = restore_pass(inputs, fixed, facts, pointer).found
     once = rules.run(dataclasses.replace(ctx, found=Findings()), CHECK_RULES)
     found = found.with_(once.items)
-    found = _in_query_terms(inputs, shown, found)
+    found = _with_roles(inputs, shown, _in_query_terms(inputs, shown, found))
     losses = [x.to_json() for x in found.losses]
     misrouted = [*(m.to_json(graph, state_names(m.state)) for m in found.wrong_receiver),
                  *(m.to_json() for m in found.meaning)]
@@ -278,3 +282,42 @@ def _in_query_terms(inputs: CheckInputs, shown: Simulation, found: Findings) -> 
                                         (*losses, *wrong, *meaning), strict=True)}
     return dataclasses.replace(found, items=tuple(swapped.get(id(f), f) for f in found.items), losses=tuple(losses),
                                wrong_receiver=tuple(wrong), meaning=tuple(meaning))
+
+
+def _with_roles(inputs: CheckInputs, shown: Simulation, found: Findings) -> Findings:
+    """Every lost or misrouted state with its role and what losing it does to the data (`state_roles`). Whether its
+    operator is a source or a planner's operator is read from the node that receives the state in the new job, else
+    from its writer in the old job (with `--old-graph`); else whether it is a source is not known, and its keyed state
+    is SQL state when the new job is a SQL job."""
+    side, old, o = inputs.graph, inputs.old_graph, inputs.options
+    metadata = inputs.savepoint
+    received = ({r.old.operator_id_hex: nid for nid, r in shown.assignment.operators.items() if r.old is not None}
+                if shown.assignment is not None else {})
+    writers: dict[bytes, int] | None = None
+    by_hex = {op.operator_id_hex: op.operator_id for op in metadata.operator_states}
+
+    def node_of(oid: str) -> tuple[bool | None, bool]:
+        nonlocal writers
+        nid = received.get(oid)
+        if nid is not None and nid in side.graph.by_id:
+            return not side.graph.in_edges[nid], bool(side.sql_state) and str(nid) in (side.sql_state or {})
+        if old is None:  # a keyed state of a SQL job belongs to a planner's operator (its sources and sinks keep none)
+            return None, bool(side.sql_state)
+        if writers is None:
+            writers = sql_meaning.writers_of(metadata, old, o.hasher, o.flink_version)
+        w = writers.get(by_hex.get(oid, b""))
+        if w is None or w not in old.graph.by_id:
+            return None, bool(side.sql_state)
+        return not old.graph.in_edges[w], bool(old.sql_state) and str(w) in (old.sql_state or {})
+
+    def roles(oid: str, names: tuple[str, ...] | list[str], name: str | None) -> StateRoles:
+        source, in_sql = node_of(oid)
+        role, said, states = state_roles.describe(names, name or oid, source=source, sql=in_sql)
+        return StateRoles(str(role), said, states)
+
+    losses = [dataclasses.replace(x, roles=roles(x.operator_id, x.names, x.name)) for x in found.losses]
+    wrong = [dataclasses.replace(m, roles=roles(m.state.operator_id_hex, state_names(m.state), m.state.name))
+             for m in found.wrong_receiver]
+    meaning = [dataclasses.replace(m, roles=StateRoles(str(state_roles.Role.SQL_STATE), "", tuple(
+        (n, str(state_roles.Role.SQL_STATE)) for n in m.names))) for m in found.meaning]
+    return dataclasses.replace(found, losses=tuple(losses), wrong_receiver=tuple(wrong), meaning=tuple(meaning))

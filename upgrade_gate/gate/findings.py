@@ -14,7 +14,7 @@ from typing import Any
 
 from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
-from upgrade_gate.gate.annotations import SqlContext, SqlRemedy
+from upgrade_gate.gate.annotations import SqlContext, SqlRemedy, StateRoles
 from upgrade_gate.gate.config_rules import ConfigFinding
 from upgrade_gate.gate.misrouting import Misrouted
 from upgrade_gate.gate.state_schema_diff import StateDiff
@@ -73,6 +73,7 @@ class Loss:
     corrupted: bool = False
     sql: SqlContext | None = None  # `upgrade_gate.gate.annotations`, attached after the rule chain
     sql_remedy: SqlRemedy | None = None
+    roles: StateRoles | None = None
 
     @classmethod
     def of(cls, op: OperatorState, name: str | None, nbytes: int, reason: str, names: Iterable[str] | None = None,
@@ -94,6 +95,8 @@ class Loss:
             doc["sql"] = self.sql.to_json()
         if self.sql_remedy is not None:
             doc["sql_remedy"] = self.sql_remedy.to_json()
+        if self.roles is not None:
+            doc.update(self.roles.to_json())
         return doc
 
 
@@ -173,6 +176,7 @@ class MeaningChanged:
     changes: tuple[tuple[str, str, str], ...]
     name: str | None
     sql: SqlContext | None = None
+    roles: StateRoles | None = None
     verdict = Verdict.STATE_MISROUTED
 
     def to_json(self) -> dict[str, Any]:
@@ -185,7 +189,8 @@ class MeaningChanged:
                 "evidence": [head, *changes, f"old: {self.old}", f"new: {self.new}"],
                 "meaning": {"old": self.old, "new": self.new,
                             "changes": [{"aspect": asp, "old": a, "new": b} for asp, a, b in self.changes]},
-                **({"sql": self.sql.to_json()} if self.sql is not None else {})}
+                **({"sql": self.sql.to_json()} if self.sql is not None else {}),
+                **({"role": self.roles.role, "state_roles": dict(self.roles.states)} if self.roles is not None else {})}
 
 
 Finding = (Loss | Note | Orphan | PositionClaim | Misrouted | Refused | SchemaCompared | ConfigChecked

@@ -33,7 +33,7 @@ from upgrade_gate.flink.assignment.keyed_state import has_keyed_input
 from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.assignment.state_assignment import Assignment
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
-from upgrade_gate.gate.annotations import SqlContext
+from upgrade_gate.gate.annotations import SqlContext, StateRoles
 from upgrade_gate.gate.inputs import GraphSide
 from upgrade_gate.vocabulary import Verdict
 
@@ -134,6 +134,7 @@ class Misrouted:
     detected_by: str  # old-graph | savepoint | keyed-input
     evidence: list[str]
     sql: SqlContext | None = None  # `upgrade_gate.gate.annotations`, attached after the rule chain
+    roles: StateRoles | None = None
 
     def to_json(self, graph: StreamGraph, names: list[str]) -> dict[str, Any]:
         def node(nid: int | None) -> dict[str, Any] | None:
@@ -148,7 +149,8 @@ class Misrouted:
         return {"operator_id": self.state.operator_id_hex, "name": self.state.name, "uid": self.state.uid,
                 "bytes": self.state.state_size, "state_names": names, "writer": self.writer,
                 "receiver": node(self.receiver), "counterpart": cp, "detected_by": self.detected_by,
-                "evidence": list(self.evidence), **({"sql": self.sql.to_json()} if self.sql is not None else {})}
+                "evidence": list(self.evidence), **({"sql": self.sql.to_json()} if self.sql is not None else {}),
+                **({"role": self.roles.role, "state_roles": dict(self.roles.states)} if self.roles is not None else {})}
 
 
 def old_writers(metadata: CheckpointMetadata, old_ids: list[OperatorIds]) -> dict[bytes, int]:

@@ -52,6 +52,11 @@ def render_table(res: CheckResult, offer: dict[str, Any] | None = None) -> str:
                              [(x["operator_id"], x["name"] or "", human_bytes(x["bytes"]), ", ".join(x["state_names"]),
                                _in_query_terms(x, x["reason"])) for x in res.losses], title="State at risk",
                              wrap={"name", "state", "why"}, right={"size"})]
+        said = [x for x in res.losses if x.get("consequence")]
+        if said:  # what a person who owns the data needs to know (upgrade_gate.gate.state_roles)
+            lines += ["", "What the data goes through"]
+            lines += [paragraph(f"- {x['name'] or x['operator_id']} ({x['role']}): {x['consequence']}", indent="  ")
+                      for x in said]
     if res.remedies:  # a list, not a table: the action is code to copy whole, the reason a sentence
         lines += ["", "Remedies"]
         for x in res.remedies:

@@ -1,0 +1,106 @@
+"""Every lost state carries its role and what losing it does to the data (issue #33, first part).
+
+The state names are the ones real Flink 1.20.5 and 2.3.0 wrote into the committed savepoints (a FLIP-27 source's
+`SourceReaderState` and its coordinator, a SQL aggregate's keyed state, a DataStream operator's list states); the
+table of connector state names cites the class each name comes from (`upgrade_gate/gate/state_roles.py`). What a
+user reads: the role in the JSON, the consequence in data terms in the table, the HTML report and the alert.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+import pytest
+
+from tests.restore_support import Scenario, scenarios
+from upgrade_gate.gate.state_roles import KNOWN_STATES, Role, role_of
+from upgrade_gate.report.check_table import render_table
+from upgrade_gate.report.html import render_html
+from upgrade_gate.storage.check_inputs import check_upgrade
+from upgrade_gate.storage.savepoints import load_savepoint
+
+RELEASES = ("1.20.5", "2.3.0")
+BY_NAME = {(s.release, s.name): s for s in scenarios()}
+
+
+def _check(sc: Scenario, *, old: bool = False) -> dict:  # type: ignore[type-arg]
+    res = check_upgrade(load_savepoint(str(sc.savepoint)), sc.dir / "graph-b.json", flink_version=sc.flink_version,
+                        allow_non_restored_state=True, old_graph=sc.dir / "graph-a.json" if old else None)
+    return {"json": res.to_json(), "table": " ".join(render_table(res).split()),
+            "html": html.unescape(render_html(res))}
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_dropped_source_says_it_reads_again_from_its_startup_position(release: str) -> None:
+    out = _check(BY_NAME[(release, "source-uid-removed")])
+    [loss] = out["json"]["losses"]
+    assert loss["state_names"] == ["SourceReaderState", "coordinator"]
+    assert loss["role"] == Role.SOURCE_POSITION
+    assert loss["state_roles"] == {"SourceReaderState": "source position", "coordinator": "source enumerator"}
+    said, name = loss["consequence"], loss["name"] or loss["operator_id"]  # a 1.x savepoint records no names
+    assert said.startswith(f"source '{name}' forgets how far it read and starts at its configured startup "
+                           f"position: records it already read are read again")
+    assert "What the data goes through" in out["table"] and f"- {name} (source position): {said}" in out["table"]
+    assert 'data-role="source position"' in out["html"] and said in out["html"]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("old", [False, True])
+def test_lost_sql_aggregate_state_is_sql_state_with_or_without_the_old_graph(release: str, old: bool) -> None:
+    out = _check(BY_NAME[(release, "sql-mini-batch-on")], old=old)
+    [loss] = out["json"]["losses"]
+    assert loss["state_names"] == ["keyed"] and loss["role"] == Role.SQL_STATE
+    assert "starts empty: aggregates, joins, deduplication and top-N are computed from new records only" in \
+        loss["consequence"]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_removed_operators_own_list_states_are_its_own_state(release: str) -> None:
+    [loss] = _check(BY_NAME[(release, "stateful-operator-removed")])["json"]["losses"]
+    assert loss["role"] == Role.USER_STATE
+    assert set(loss["state_roles"].values()) == {"operator state"}
+    assert loss["consequence"].startswith(f"'{loss['name'] or loss['operator_id']}' starts without this state")
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_misrouted_state_names_its_role_too(release: str) -> None:
+    sc = BY_NAME[(release, "misroute-sources-swapped-no-uids")]
+    res = check_upgrade(load_savepoint(str(sc.savepoint)), sc.dir / "graph-b.json", flink_version=sc.flink_version,
+                        old_graph=sc.dir / "graph-a.json")
+    assert res.misrouted and all(m["role"] for m in res.misrouted)
+    assert {m["role"] for m in res.misrouted} <= {str(r) for r in Role}
+
+
+def test_the_table_of_connector_states() -> None:
+    """Each name a connector declares maps to its role, whatever the operator; a name nobody knows is never called
+    harmless on a source; a coordinator is a source's enumerator unless its operator reads input."""
+    expected = {"SourceReaderState": Role.SOURCE_POSITION, "writer_raw_states": Role.SINK_WRITER,
+                "streaming_committer_raw_states": Role.SINK_COMMITTER, "bucket-states": Role.SINK_WRITER,
+                "topic-partition-offset-states": Role.SOURCE_POSITION, "Kinesis-Stream-Shard-State":
+                    Role.SOURCE_POSITION, "offset-states": Role.SOURCE_POSITION,
+                "iceberg-files-committer-state": Role.SINK_COMMITTER, "next-transactional-id-hint": Role.SINK_COMMITTER}
+    for name, role in expected.items():
+        assert role_of(name, source=False, sql=False) is role and KNOWN_STATES[name].cite
+    assert role_of("my-offsets", source=True, sql=False) is Role.SOURCE_UNKNOWN
+    assert role_of("my-offsets", source=False, sql=False) is Role.USER_STATE
+    assert role_of("coordinator", source=None, sql=False) is Role.SOURCE_ENUMERATOR
+    assert role_of("coordinator", source=False, sql=False) is Role.USER_STATE
+    assert role_of("raw keyed", source=False, sql=False) is Role.TIMERS
+    assert role_of("keyed", source=False, sql=True) is Role.SQL_STATE
+
+
+def test_the_fleet_counts_blocked_jobs_by_the_role_at_risk() -> None:
+    from spark_jobs.fleet_check import check_parsed, summarize
+    from upgrade_gate.storage.objects import read_graph
+
+    rows = []
+    for name in ("source-uid-removed", "stateful-operator-removed", "identical"):
+        sc = BY_NAME[("2.3.0", name)]
+        row = check_parsed(load_savepoint(str(sc.savepoint)), read_graph(str(sc.dir / "graph-b.json")), hasher="v2",
+                           matching="fixed", allow_non_restored_state=True, flink_version="2.3")
+        rows.append({**row, "job": name, "error": None})
+    doc = summarize(rows)
+    assert doc["jobs_by_role_at_risk"] == {"source position": 1, "operator state": 1}
+    assert list(doc["jobs_by_role_at_risk"]) == ["source position", "operator state"]  # most consequential first
+    assert json.loads(rows[0]["losses"])[0]["role"] == "source position"

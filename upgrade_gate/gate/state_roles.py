@@ -1,0 +1,142 @@
+"""What a piece of state *does* for the job, and what losing it does to the data.
+
+A lost byte is not a lost byte: a source that loses its position does not fail, it starts again at its configured
+startup mode (records read twice, or never); a sink that loses its writer or committer state loses output that was
+already acknowledged upstream (pending files never committed, transactions left open). The savepoint names each
+operator state (the `ListStateDescriptor` / `MapStateDescriptor` name the connector chose) and says whether an
+operator has coordinator state; this table maps the names the connectors use to their role, each entry with the
+class it comes from (read from Flink 1.20.5 / 2.3.0's jars and from the connectors' sources).
+
+Keyed state has no name in `_metadata` (its names are in the state files' serialization proxies): it is SQL state
+in a planner's operator, otherwise the operator's own state (values, windows, timers alike). A name nobody here
+knows is the operator's own state, except on a source, where it is named as a source's state of an unknown
+connector: most likely its position, never assumed harmless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = ["KNOWN_STATES", "KnownState", "Role", "consequence", "describe", "role_of"]
+
+
+class Role(StrEnum):
+    """Roles, most consequential first (`describe` names them in this order)."""
+
+    SINK_COMMITTER = "sink committer"
+    SINK_WRITER = "sink writer"
+    SOURCE_POSITION = "source position"
+    SOURCE_ENUMERATOR = "source enumerator"
+    SOURCE_UNKNOWN = "source state (unknown connector)"
+    TIMERS = "timers"
+    SQL_STATE = "SQL state"
+    USER_STATE = "operator state"
+    IN_FLIGHT = "in-flight records"
+
+
+@dataclass(frozen=True, slots=True)
+class KnownState:
+    role: Role
+    connector: str
+    cite: str  # the class (and field) that declares the state
+
+
+def _known(role: Role, connector: str, cite: str, *names: str) -> dict[str, KnownState]:
+    return {n: KnownState(role, connector, cite) for n in names}
+
+
+# name -> what it is. Flink's own operators first (FLIP-27 sources and Sink V2 sinks: every modern connector, Kafka,
+# Kinesis, Pulsar, Flink CDC's incremental sources, FileSource / FileSink, stores its state under these), then the
+# legacy SourceFunction / SinkFunction connectors and the table stores that keep their own names.
+KNOWN_STATES: dict[str, KnownState] = {
+    **_known(Role.SOURCE_POSITION, "FLIP-27 source (FileSource, KafkaSource, Kinesis, Pulsar, Flink CDC ...)",
+             "org.apache.flink.streaming.api.operators.SourceOperator#SPLITS_STATE_DESC", "SourceReaderState"),
+    **_known(Role.SINK_WRITER, "Sink V2 writer (FileSink, KafkaSink, ...)",
+             "org.apache.flink.streaming.runtime.operators.sink.StatefulSinkWriterStateHandler#WRITER_RAW_STATES_DESC",
+             "writer_raw_states"),
+    **_known(Role.SINK_COMMITTER, "Sink V2 committer (FileSink, KafkaSink, Paimon, ...)",
+             "org.apache.flink.streaming.runtime.operators.sink.CommitterOperator#STREAMING_COMMITTER_RAW_STATES_DESC"
+             "; org.apache.paimon.flink.sink.RestoreCommittableStateManager", "streaming_committer_raw_states"),
+    **_known(Role.SINK_WRITER, "StreamingFileSink (legacy)",
+             "org.apache.flink.streaming.api.functions.sink.filesystem.StreamingFileSinkHelper#BUCKET_STATE_DESC, "
+             "#MAX_PART_COUNTER_STATE_DESC", "bucket-states", "max-part-counter"),
+    **_known(Role.SOURCE_POSITION, "readTextFile / readFile (legacy file monitoring)",
+             "org.apache.flink.streaming.api.functions.source.ContinuousFileMonitoringFunction",
+             "file-monitoring-state"),
+    **_known(Role.SOURCE_POSITION, "FlinkKafkaConsumer (legacy)",
+             "org.apache.flink.streaming.connectors.kafka.FlinkKafkaConsumerBase#OFFSETS_STATE_NAME",
+             "topic-partition-offset-states"),
+    **_known(Role.SINK_COMMITTER, "FlinkKafkaProducer (legacy, EXACTLY_ONCE transactions)",
+             "org.apache.flink.streaming.connectors.kafka.FlinkKafkaProducer#NEXT_TRANSACTIONAL_ID_HINT_DESCRIPTOR(_V2)",
+             "next-transactional-id-hint", "next-transactional-id-hint-v2"),
+    **_known(Role.SOURCE_POSITION, "FlinkKinesisConsumer (legacy)",
+             "org.apache.flink.streaming.connectors.kinesis.FlinkKinesisConsumer#sequenceNumsStateStoreName",
+             "Kinesis-Stream-Shard-State"),
+    **_known(Role.SOURCE_POSITION, "Flink CDC DebeziumSourceFunction (legacy)",
+             "com.ververica.cdc.debezium.DebeziumSourceFunction#OFFSETS_STATE_NAME, #HISTORY_RECORDS_STATE_NAME",
+             "offset-states", "history-records-states"),
+    **_known(Role.SINK_COMMITTER, "Iceberg sink", "org.apache.iceberg.flink.sink.IcebergFilesCommitter"
+             "#STATE_DESCRIPTOR, #JOB_ID_DESCRIPTOR", "iceberg-files-committer-state", "iceberg-flink-job-id"),
+    **_known(Role.SINK_COMMITTER, "Paimon sink", "org.apache.paimon.flink.sink.CommitterOperator (commit user)",
+             "commit_user_state"),
+}
+# what `findings.state_names` calls the parts that have no descriptor name
+COORDINATOR, KEYED, RAW_KEYED, CHANNEL = "coordinator", "keyed", "raw keyed", "channel state"
+_ORDER = {r: i for i, r in enumerate(Role)}
+
+
+def role_of(name: str, *, source: bool | None, sql: bool) -> Role:
+    """The role of one state of an operator. `source`: the operator reads no other operator's output (None: not
+    known); `sql`: a planner's operator."""
+    known = KNOWN_STATES.get(name)
+    if known is not None:
+        return known.role
+    if name == COORDINATOR:
+        # SourceCoordinator checkpoints the split enumerator (`SourceCoordinator#checkpointCoordinator`); the few other
+        # coordinators with state belong to operators that read input
+        return Role.SOURCE_ENUMERATOR if source is not False else Role.USER_STATE
+    if name == CHANNEL:
+        return Role.IN_FLIGHT
+    if name == RAW_KEYED:
+        # raw keyed state is where InternalTimeServiceManagerImpl#snapshotToRawKeyedState writes heap timers
+        return Role.TIMERS
+    if name == KEYED:
+        return Role.SQL_STATE if sql else Role.USER_STATE
+    return Role.SOURCE_UNKNOWN if source else Role.USER_STATE
+
+
+def consequence(role: Role, operator: str) -> str:
+    """What the data goes through when this state is lost, in the words of the people who own the data."""
+    return {
+        Role.SINK_COMMITTER: f"sink '{operator}' forgets output it had not committed yet: those records are never "
+                             f"committed (pending files stay pending, open transactions linger and block "
+                             f"read_committed readers), although the sources will not send them again",
+        Role.SINK_WRITER: f"sink '{operator}' loses its in-progress output: records written since the last "
+                          f"checkpoint (in-progress and pending part files, open transactions) are never committed",
+        Role.SOURCE_POSITION: f"source '{operator}' forgets how far it read and starts at its configured startup "
+                              f"position: records it already read are read again (duplicates downstream), or, "
+                              f"starting at the latest, records not yet read are skipped",
+        Role.SOURCE_ENUMERATOR: f"source '{operator}' forgets which splits it discovered and assigned: they are "
+                                f"discovered again from its startup position (read again, or skipped)",
+        Role.SOURCE_UNKNOWN: f"source '{operator}' loses state of a connector the gate does not know: most likely "
+                             f"its position, so it restarts at its startup position (records read again or skipped)",
+        Role.TIMERS: f"timers of '{operator}' are lost: windows and timeouts they would have fired never fire",
+        Role.SQL_STATE: f"SQL operator '{operator}' starts empty: aggregates, joins, deduplication and top-N are "
+                        f"computed from new records only, as if the history before the upgrade never happened",
+        Role.USER_STATE: f"'{operator}' starts without this state: what it remembered (counts, buffers, seen keys, "
+                         f"windows) starts from nothing",
+        Role.IN_FLIGHT: f"records in flight at the checkpoint around '{operator}' are dropped",
+    }[role]
+
+
+def describe(names: list[str] | tuple[str, ...], operator: str, *, source: bool | None,
+             sql: bool) -> tuple[Role, str, tuple[tuple[str, str], ...]]:
+    """The roles of the states a finding names: the most consequential, one consequence sentence per role (most
+    consequential first; a source's position and enumerator say the same thing once), and each state's role."""
+    roles = [(n, role_of(n, source=source, sql=sql)) for n in names] or [("", Role.USER_STATE)]
+    distinct = sorted({r for _, r in roles}, key=_ORDER.__getitem__)
+    if Role.SOURCE_POSITION in distinct and Role.SOURCE_ENUMERATOR in distinct:
+        distinct.remove(Role.SOURCE_ENUMERATOR)  # the same data consequence: say it once
+    return (distinct[0], "; ".join(consequence(r, operator) for r in distinct),
+            tuple((n, str(r)) for n, r in roles if n))
