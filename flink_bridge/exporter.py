@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from flink_bridge.dist import WORK_DIR, FlinkDistError, ensure_flink, release_of
-from flink_bridge.jvm import JvmTimeout, compile_tool, run_process, run_tool
+from flink_bridge.jvm import JvmError, JvmTimeout, compile_tool, run_process, run_tool
 from hashing.errors import InputError
 from hashing.versions import DEFAULT, PATCH_RELEASES
 
@@ -250,10 +250,19 @@ def export_graph(kind: str, path: str | Path, *, main_class: str | None = None, 
                         str(len(pairs)), *(f"{k}={v}" for k, v in pairs.items()), KINDS[kind], str(path.resolve())]
                 if kind == "jar":
                     argv += [main_class or "", *args]
-                run_tool(TOOL, release, EXPORT_MAIN, argv, timeout=timeout)
+                # ExportMain.ExitGuard keeps the graph when main() calls System.exit: 18-23 need this to allow it
+                run_tool(TOOL, release, EXPORT_MAIN, argv, timeout=timeout, options=("-Djava.security.manager=allow",))
         except JvmTimeout as exc:
             raise InputError(f"{path}: building the graph took longer than {exc.timeout:g} s and was stopped (does "
                              f"main() wait for something before execute()? raise --timeout if it is slow)") from None
+        except JvmError as exc:
+            if out.exists() or kind != "jar":
+                raise
+            # the JVM ended before the exporter wrote anything: the job's main() ended it (System.exit, on a JVM
+            # that no longer allows ExitGuard), not a bug of ours, which would still write its error
+            raise InputError(f"{path}: the job's main() ended the JVM (exit code {exc.returncode}) before Flink "
+                             f"handed over its graph; let the exception execute() throws while the graph is captured "
+                             f"leave main(), or call System.exit only outside that catch") from None
         result = json.loads(out.read_text(encoding="utf-8"))
     if "error" in result:
         error = result["error"]

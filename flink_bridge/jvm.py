@@ -30,7 +30,11 @@ TOOL_INCLUDES: dict[str, tuple[str, ...]] = {"restores": ("streamgraph",)}
 
 
 class JvmError(RuntimeError):
-    """A helper failed to compile or exited non-zero; carries the tail of its output."""
+    """A helper failed to compile or exited non-zero; carries the tail of its output and the exit code."""
+
+    def __init__(self, message: str, returncode: int | None = None) -> None:
+        super().__init__(message)
+        self.returncode = returncode
 
 
 class JvmTimeout(JvmError):
@@ -180,11 +184,12 @@ def compile_tool(tool: str, version: str) -> Path:
 
 
 def java_command(tool: str, version: str, main_class: str, args: list[str],
-                 extra_classpath: list[Path] | None = None, heap: str = "1g") -> list[str]:
+                 extra_classpath: list[Path] | None = None, heap: str = "1g",
+                 options: tuple[str, ...] = ()) -> list[str]:
     classes = compile_tool(tool, version)
     cp = classpath(version, [classes, *(extra_classpath or [])])
     return ["java", f"-Xmx{heap}", f"-D{OWNER_PROPERTY}={os.getpid()}", "--add-opens=java.base/java.util=ALL-UNNAMED",
-            "--add-opens=java.base/java.lang=ALL-UNNAMED", "-cp", cp, main_class, *args]
+            "--add-opens=java.base/java.lang=ALL-UNNAMED", *options, "-cp", cp, main_class, *args]
 
 
 def flink_conf_dir(name: str, log_level: str = "WARN") -> Path:
@@ -206,12 +211,15 @@ def flink_conf_dir(name: str, log_level: str = "WARN") -> Path:
 
 
 def run_tool(tool: str, version: str, main_class: str, args: list[str],
-             extra_classpath: list[Path] | None = None, timeout: float = 600, heap: str = "1g") -> str:
-    """Run a helper's main class and return its stdout; raise JvmError with stderr on failure."""
-    cmd = java_command(tool, version, main_class, args, extra_classpath, heap)
+             extra_classpath: list[Path] | None = None, timeout: float = 600, heap: str = "1g",
+             options: tuple[str, ...] = ()) -> str:
+    """Run a helper's main class and return its stdout; raise JvmError with stderr on failure. `options`: extra JVM
+    options (before the class path)."""
+    cmd = java_command(tool, version, main_class, args, extra_classpath, heap, options)
     env = dict(os.environ)
     env.setdefault("FLINK_CONF_DIR", str(flink_conf_dir("empty-conf")))
     proc = run_process(cmd, timeout=timeout, env=env)
     if proc.returncode != 0:
-        raise JvmError(f"{main_class} (Flink {release_of(version)}) exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+        raise JvmError(f"{main_class} (Flink {release_of(version)}) exited {proc.returncode}:\n{proc.stderr[-4000:]}",
+                       proc.returncode)
     return proc.stdout

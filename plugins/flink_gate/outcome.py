@@ -72,6 +72,15 @@ def export_caveat(export: dict[str, Any] | None) -> str | None:
             f"(give the job's parallelism / -D settings; see the report's warnings)")
 
 
+def check_caveat(check: dict[str, Any]) -> str | None:
+    """Everything a SAFE rests on that it did not verify: the jar export's guesses (`export_caveat`) and state types
+    compared with nothing from the new job (`CheckResult.state_types_compared`)."""
+    said = [c for c in (export_caveat(check.get("export")),
+                        "state types not compared (no savepoint of the new job version)"
+                        if check.get("state_types_compared") is False else None) if c]
+    return "; ".join(said) or None
+
+
 def crash_note(failed_tasks: list[str]) -> str:
     """A failed run with no verdict (a crash, bad input, an upgrade that failed): not to be read as BLOCKED."""
     tasks = ", ".join(failed_tasks) or "a task"

@@ -245,3 +245,16 @@ def test_a_fleet_job_that_could_not_be_checked_is_counted_not_alerted(tmp_path: 
     assert len(sent) == 1 and sent[0]["blocked"] == 2 and sent[0]["unchecked"] == 1
     assert fleet.alert({"ti": Ti()}, published, [lambda ctx: sent.append(ctx["gate_alert"])]) == []  # once a run
     assert len(sent) == 1
+
+
+def test_a_safe_that_compared_no_state_types_says_so_in_the_note():
+    """The note on a SAFE gate run carries what the SAFE did not verify (docs/guide.md, State schemas)."""
+    from flink_gate.outcome import check_caveat, gate_note
+
+    url = "http://ui/upgrade-gate/report/orders/r1"
+    check = _check("orders-enrichment")
+    assert check["verdict"] == "SAFE" and check["state_types_compared"] is False
+    note = gate_note("SAFE", 0, url, blocked=False, caveat=check_caveat(check))
+    assert note == ("SAFE: the upgrade may proceed, no state at risk; state types not compared (no savepoint of the "
+                    f"new job version) — report: {url}")
+    assert check_caveat({**check, "state_types_compared": True}) is None

@@ -213,3 +213,14 @@ def test_pyflink_export_takes_the_settings_and_says_ids_may_depend_on_guesses(tm
     assert json.loads(out.read_text())["chaining_enabled"] is False
     assert "pipeline.operator-chaining.enabled=false (config)" in proc.stderr
     assert "warning" not in proc.stderr  # the config is the job's: what it leaves out is Flink's default
+
+
+def test_a_main_that_catches_the_abort_and_calls_system_exit_still_exports(job_jar: Path, tmp_path: Path) -> None:
+    """`try { env.execute(); } catch (Throwable t) { System.exit(1); }`: the graph is captured before execute()
+    aborts main(), and the exit is refused while it is built (ExportMain.ExitGuard), so the export succeeds."""
+    out = tmp_path / "spec.json"
+    res = run_cli("export", "--jar", str(job_jar), "--main-class", "com.example.exiting.ExitingJob", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    spec = json.loads(out.read_text())
+    assert [n.get("uid") for n in spec["nodes"]] == ["numbers", "sum", "out"]
+    assert spec["name"] == "exiting-job"

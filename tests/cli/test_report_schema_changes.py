@@ -292,3 +292,23 @@ def test_headless_chromium_draws_refusals_in_the_restore_fails_colour(theme: str
         else:
             assert r["shadow"] == "none" and r["badge"] is None
     assert rows[0]["yaml"] == fails
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_without_the_new_jobs_savepoint_a_safe_says_it_compared_no_state_types(backend: str, graph: str) -> None:
+    """Real Flink refused this restore (a POJO field retyped). Without a savepoint of the new job the gate cannot
+    see the new type: its SAFE must say it compared less, in every output; with one, it is RESTORE_FAILS."""
+    outcome = _outcome("2.3.0", backend, "pojo-field-retyped")
+    assert outcome["status"].startswith("FAILED")
+    alone = check_upgrade(str(CHANGES / outcome["old_savepoint"]), graph, flink_version="2.3",
+                          settings=(("state.backend.type", backend),))
+    assert alone.verdict is Verdict.SAFE and not alone.state_types_compared
+    assert alone.to_json()["state_types_compared"] is False
+    table = " ".join(render_table(alone).split())
+    assert table.startswith("VERDICT: SAFE (state types not compared)")
+    assert "--new-job-savepoint" in table
+    assert table.endswith("SAFE: the upgrade may proceed (state types not compared).")
+    assert any(w.startswith("state types not compared: ") and "evolving" in w for w in alone.warnings)
+    assert '<p id="types-not-compared">' in render_html(alone)
+    compared = _schema_check(outcome, graph)
+    assert compared.verdict is Verdict.RESTORE_FAILS and compared.state_types_compared

@@ -61,7 +61,7 @@ from upgrade_gate.flink.simulation import Simulation, simulate
 from upgrade_gate.gate import remedies as remedies_mod
 from upgrade_gate.gate import rules, sql_explain, sql_meaning, sql_remedies, state_roles
 from upgrade_gate.gate.annotations import StateRoles
-from upgrade_gate.gate.findings import Findings, SavepointFacts, state_names
+from upgrade_gate.gate.findings import Findings, SavepointFacts, TypesNotCompared, state_names
 from upgrade_gate.gate.inputs import CheckInputs, GraphSide
 from upgrade_gate.gate.rules import Rule, RuleContext, config, misrouted, restore, sql, state_schema
 from upgrade_gate.gate.verdict import decide
@@ -103,6 +103,13 @@ class CheckResult:
     schema_changes: tuple[dict[str, Any], ...] = ()  # rules.state_schema.schema_diff (--old/--new-job-savepoint)
     config: tuple[dict[str, Any], ...] = ()  # rules.config (--flink-config, -D)
     findings: Findings | None = field(default=None, compare=False, repr=False)  # typed, what the JSON was made of
+    state_types_compared: bool = True  # False: restored states' serializers were compared with nothing
+
+    @property
+    def verdict_text(self) -> str:
+        """The verdict as people read it: a SAFE that compared less says so."""
+        return (f"{self.verdict} (state types not compared)"
+                if self.verdict is Verdict.SAFE and not self.state_types_compared else str(self.verdict))
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "restore_succeeds": self.restore_succeeds, "flink_error": self.flink_error,
@@ -111,7 +118,8 @@ class CheckResult:
                 "operators": list(self.operators), "losses": list(self.losses), "remedies": list(self.remedies),
                 "verdict_with_remedies": self.verdict_with_remedies, "migration": list(self.migration),
                 "warnings": list(self.warnings), "misrouted": list(self.misrouted), "old_graph": self.old_graph_name,
-                "schema_changes": list(self.schema_changes), "config": list(self.config)}
+                "schema_changes": list(self.schema_changes), "config": list(self.config),
+                "state_types_compared": self.state_types_compared}
 
 
 def _rescale(r: OperatorRestore) -> dict[str, Any]:
@@ -191,7 +199,8 @@ def _migration(graph: StreamGraph, ids: Any, sim: Simulation) -> list[dict[str, 
 # the rules that depend on the graph, run again on the remedied graph, then those that read what no remedy changes
 RESTORE_RULES: tuple[Rule, ...] = (*restore.RULES, state_schema.kryo_upgrade_misreads, misrouted.traced_to_writers)
 CHECK_RULES: tuple[Rule, ...] = (restore.mixed_max_parallelism, config.configuration, state_schema.schema_diff,
-                                 sql.sql_state_refused, sql.sql_meaning_changed)
+                                 sql.sql_state_refused, sql.sql_meaning_changed,
+                                 state_schema.state_types_not_compared)
 
 
 def restore_pass(inputs: CheckInputs, side: GraphSide, facts: SavepointFacts, pointer: str) -> RuleContext:
@@ -256,7 +265,8 @@ def check(inputs: CheckInputs) -> CheckResult:
         savepoint=metadata.source, graph_name=graph.name, simulation=sim, misrouted=tuple(misrouted),
         old_graph_name=old.graph.name if old else None,
         schema_changes=tuple(x.to_json() for x in found.schema_changes),
-        config=tuple(x.to_json() for x in found.config), findings=found)
+        config=tuple(x.to_json() for x in found.config), findings=found,
+        state_types_compared=not any(isinstance(f, TypesNotCompared) for f in found.items))
 
 
 def _in_query_terms(inputs: CheckInputs, shown: Simulation, found: Findings) -> Findings:

@@ -21,7 +21,8 @@ from upgrade_gate.gate.state_schema_diff import StateDiff
 from upgrade_gate.vocabulary import Verdict
 
 __all__ = ["ConfigChecked", "Finding", "Findings", "Loss", "MeaningChanged", "Misrouted", "Note", "Orphan",
-           "PositionClaim", "Refused", "SavepointFacts", "SchemaCompared", "keyed_bytes", "state_names"]
+           "PositionClaim", "Refused", "SavepointFacts", "SchemaCompared", "TypesNotCompared", "keyed_bytes",
+           "state_names"]
 
 
 def state_names(op: OperatorState) -> list[str]:
@@ -193,8 +194,18 @@ class MeaningChanged:
                 **({"role": self.roles.role, "state_roles": dict(self.roles.states)} if self.roles is not None else {})}
 
 
+@dataclass(frozen=True, slots=True)
+class TypesNotCompared:
+    """Restored states whose serializers nothing compared with the new job's (no savepoint of the new job version,
+    and not a SQL operator, whose state rows the exported graph carries): a change of a state's type that Flink
+    refuses cannot be seen, so a SAFE says it compared less. `operators`: their names (or ids)."""
+
+    operators: tuple[str, ...]
+    verdict = Verdict.SAFE
+
+
 Finding = (Loss | Note | Orphan | PositionClaim | Misrouted | Refused | SchemaCompared | ConfigChecked
-           | MeaningChanged)
+           | MeaningChanged | TypesNotCompared)
 
 
 @dataclass(frozen=True)
@@ -249,7 +260,7 @@ class Findings:
                 schema.append(f)
             elif isinstance(f, ConfigChecked):
                 config.append(f)
-            else:
+            elif isinstance(f, MeaningChanged):
                 meaning.append(f)
         return Findings(tuple(items), tuple(losses), tuple(notes), tuple(claims), tuple(wrong), tuple(orphans),
                         tuple(refusals), tuple(schema), tuple(config), tuple(meaning))

@@ -24,7 +24,7 @@ def _in_query_terms(entry: dict[str, Any], text: str) -> str:
 def render_table(res: CheckResult, offer: dict[str, Any] | None = None) -> str:
     """`upgrade-gate check`'s default output: the verdict (and the repair offer, `offer`), the operator table, what
     is misrouted or lost, the remedies, what Flink refuses outright, the warnings, and the plan line."""
-    lines = [f"VERDICT: {res.verdict}" + (f"   (with the remedies below: {res.verdict_with_remedies})"
+    lines = [f"VERDICT: {res.verdict_text}" + (f"   (with the remedies below: {res.verdict_with_remedies})"
                                           if res.verdict_with_remedies else "")]
     if offer and offer["repairable"]:
         lines.append(paragraph(f"repairable without changing the job: {offer['command']} keeps all "
@@ -103,6 +103,7 @@ def plan_line(res: CheckResult) -> str:
     new = sum(1 for o in res.operators if o.get("note", "").startswith("new operator"))
     total = sum(o["state_bytes"] for o in res.operators)
     risk = sum(at_risk.values())
-    outcome = (f"BLOCKED ({res.verdict})" if res.verdict.blocks else "SAFE: the upgrade may proceed")
+    outcome = (f"BLOCKED ({res.verdict})" if res.verdict.blocks else "SAFE: the upgrade may proceed"
+               + ("" if res.state_types_compared else " (state types not compared)"))
     return (f"Plan: {kept} operator(s) keep their state, {new} new start empty, {len(at_risk)} at risk "
             f"({human_bytes(risk)} of {human_bytes(total)}); {outcome}.")

@@ -31,7 +31,7 @@ from flink_gate.notifications.base import ALERT_XCOM_KEY
 from flink_gate.outcome import (
     NOTE_XCOM_KEY,
     REPORT_URL_XCOM_KEY,
-    export_caveat,
+    check_caveat,
     gate_note,
     repair_note,
     upgrade_plan,
@@ -64,7 +64,7 @@ class FlinkUpgradeGateOperator(BaseOperator):
         ti = context["ti"]
         ti.xcom_push(key=REPORT_URL_XCOM_KEY, value=summary["report_url"])
         params = dict(context.get("params") or {})
-        caveat = export_caveat(summary["check"].get("export"))  # a jar export that had to guess a setting
+        caveat = check_caveat(summary["check"])  # a jar export that guessed a setting, state types not compared
         alert = build_alert(summary["check"], job=summary["job"], run_id=ti.run_id, dag_id=ti.dag_id,
                             savepoint=summary["savepoint"], report_url=summary["report_url"])
         if alert is None:

@@ -105,12 +105,13 @@ def _report_states(res: CheckResult) -> dict[str, list[dict[str, Any]]] | None:
 
 
 def _coloured(text: str) -> str:
-    """The verdict line in colour on a terminal (green SAFE, red otherwise); never in a file, a pipe or with
-    NO_COLOR (no-color.org) set."""
+    """The verdict line in colour on a terminal (green SAFE, yellow a SAFE that compared less, red otherwise); never
+    in a file, a pipe or with NO_COLOR (no-color.org) set."""
     if os.environ.get("NO_COLOR") or not sys.stdout.isatty() or os.environ.get("TERM") == "dumb":
         return text
     first, sep, rest = text.partition("\n")
-    colour = "32" if first == f"VERDICT: {Verdict.SAFE}" else "31"
+    safe = f"VERDICT: {Verdict.SAFE}"
+    colour = "32" if first == safe else "33" if first.startswith(f"{safe} (") else "31"
     return f"\033[1;{colour}m{first}\033[0m{sep}{rest}"
 
 

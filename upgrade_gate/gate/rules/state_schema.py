@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 from upgrade_gate.flink.state_meta import OperatorSchemas, read_state_schemas
 from upgrade_gate.gate.config_rules import backend_of
-from upgrade_gate.gate.findings import Finding, Loss, Note, Refused, SavepointFacts, SchemaCompared
+from upgrade_gate.gate.findings import Finding, Loss, Note, Refused, SavepointFacts, SchemaCompared, TypesNotCompared
 from upgrade_gate.gate.rules import RuleContext
 from upgrade_gate.gate.state_schema_diff import describe_diff, diff_schemas
 from upgrade_gate.gate.state_schema_rules import FIX, KryoMisread, crosses_kryo_upgrade, describe, kryo_misreads
 
-__all__ = ["kryo_upgrade_misreads", "savepoint_schemas", "schema_diff"]
+__all__ = ["kryo_upgrade_misreads", "savepoint_schemas", "schema_diff", "state_types_not_compared"]
 
 
 def savepoint_schemas(facts: SavepointFacts, ctx: RuleContext) -> tuple[OperatorSchemas, ...]:
@@ -99,3 +100,22 @@ def schema_diff(ctx: RuleContext) -> Iterator[Finding]:
         else:
             yield Note(f"{describe_diff(d)}: {d.compat.name.lower().replace('_', ' ')}"
                        f"{', Flink rewrites the state on restore' if d.compat.name == 'MIGRATION' else ''}")
+
+
+def state_types_not_compared(ctx: RuleContext) -> Iterator[Finding]:
+    """Without a savepoint of the new job version the gate sees the old state's serializers only: a state whose
+    type changed (a POJO field retyped, a row that gained a column) restores in the simulation and fails in Flink.
+    Say so, with the cheapest way to compare (docs/guide.md, "State schemas"). SQL operators are compared from the
+    exported graph's state rows (`rules.sql`), so they do not count."""
+    if ctx.inputs.second_savepoint is not None or ctx.sim.assignment is None:
+        return
+    sql = ctx.side.sql_state or {}
+    restored = [ctx.graph.by_id[nid].name for nid, r in sorted(ctx.sim.assignment.operators.items())
+                if r.old is not None and has_state(r.old) and str(nid) not in sql]
+    if restored:
+        yield TypesNotCompared(tuple(restored))
+        yield Note(f"state types not compared: {len(restored)} operator(s) restore state whose serializers were not "
+                   f"compared with the new job's ({', '.join(restored[:5])}{', ...' if len(restored) > 5 else ''}); "
+                   f"a changed state type that Flink refuses would not show here. Pass --new-job-savepoint: a "
+                   f"savepoint the new job version wrote, e.g. from a short staging run (docs/guide.md, State "
+                   f"schemas)")

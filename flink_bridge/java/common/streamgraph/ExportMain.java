@@ -319,6 +319,7 @@ public final class ExportMain {
                 .setArguments(args)
                 .setConfiguration(conf)
                 .build();
+        boolean guarded = ExitGuard.install();
         try {
             Pipeline pipeline = PackagedProgramUtils.getPipelineFromProgram(program, conf, parallelism, true);
             if (!(pipeline instanceof StreamGraph)) {
@@ -327,7 +328,48 @@ public final class ExportMain {
             }
             return (StreamGraph) pipeline;
         } finally {
+            if (guarded) {
+                ExitGuard.remove();
+            }
             program.close();
+        }
+    }
+
+    /**
+     * Keeps the JVM alive when a job's main() ends it while its graph is captured. {@code execute()} hands the
+     * graph to the plan environment and then aborts main() with {@code ProgramAbortException}; a main() that
+     * catches it and calls {@code System.exit} (a common "log and exit 1" wrapper) would end the JVM with the
+     * graph unwritten. Refusing the exit turns it into a {@code SecurityException} that leaves main(), and
+     * {@code PackagedProgramUtils#getPipelineFromProgram} returns the graph it already holds, as it does for any
+     * throwable. Needs a JVM that still allows a security manager (Java 17, with
+     * {@code -Djava.security.manager=allow} on 18-23); elsewhere the exit ends the JVM and the caller reports it.
+     */
+    static final class ExitGuard extends SecurityManager {
+        static boolean install() {
+            try {
+                System.setSecurityManager(new ExitGuard());
+                return true;
+            } catch (UnsupportedOperationException | SecurityException e) {
+                return false;
+            }
+        }
+
+        static void remove() {
+            System.setSecurityManager(null);
+        }
+
+        @Override
+        public void checkExit(int status) {
+            throw new SecurityException("System.exit(" + status + ") from the job's main() while its graph was built");
+        }
+
+        @Override
+        public void checkPermission(java.security.Permission perm) {
+            // everything else is allowed: this guard only keeps the JVM alive
+        }
+
+        @Override
+        public void checkPermission(java.security.Permission perm, Object context) {
         }
     }
 
