@@ -92,6 +92,16 @@ PLANS = {"plan-agg": AGG_SQL, "plan-agg-filter": AGG_FILTER_SQL,
          "plan-set-agg": source() + SET_SINKS + AGG, "plan-set-agg-region": source() + SET_SINKS + AGG + BY_REGION}
 EXEC_AGG_PLAN = source() + sink("totals", "user_id INT, c BIGINT") + "EXECUTE PLAN 'plan-agg.json';\n"
 
+# key-less stateful operators: the planner keys their state by an empty key behind a GLOBAL exchange (no keyBy edge)
+KEYLESS_WINDOW = (source() + sink("per_window_all", "ws TIMESTAMP(3), c BIGINT")
+                  + "INSERT INTO per_window_all SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE clicks, "
+                    "DESCRIPTOR(ts), INTERVAL '5' SECONDS)) GROUP BY window_start, window_end;\n")
+KEYLESS_WINDOW_JOIN = (source() + sink("pairs", "a INT, b INT, ws TIMESTAMP(3)")
+                       + "INSERT INTO pairs SELECT l.user_id, r.user_id, l.window_start FROM "
+                         "(SELECT * FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '2' SECONDS))) l JOIN "
+                         "(SELECT * FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '2' SECONDS))) r "
+                         "ON l.window_start = r.window_start AND l.window_end = r.window_end;\n")
+
 SQL_SCENARIOS: tuple[SqlScenario, ...] = (
     SqlScenario("sql-identical", AGG_SQL, AGG_SQL),
     SqlScenario("sql-projection-after-aggregate", AGG_SQL, source() + sink("totals", "user_id INT, c BIGINT")
@@ -193,4 +203,7 @@ SQL_SCENARIOS: tuple[SqlScenario, ...] = (
               "SUM(CAST(amount AS DECIMAL(10, 2)))", "SUM(CAST(amount AS DECIMAL(12, 2)))"),
     _per_user("sql-type-timestamp-precision", "TIMESTAMP(6)",
               "MAX(ts)", "MAX(CAST(ts AS TIMESTAMP(6)))"),
+    # unchanged jobs whose state is keyed by an empty key behind a GLOBAL exchange: Flink restores them
+    SqlScenario("sql-keyless-window-identical", KEYLESS_WINDOW, KEYLESS_WINDOW),
+    SqlScenario("sql-keyless-window-join-identical", KEYLESS_WINDOW_JOIN, KEYLESS_WINDOW_JOIN),
 )

@@ -247,7 +247,7 @@ def check(inputs: CheckInputs) -> CheckResult:
         if side.sql_state:  # a planner's operator takes no uid()/setUidHash(): its remedies are SQL (sql_remedies)
             remedies = [r for r in remedies if r.node_id is not None and str(r.node_id) not in side.sql_state]
         if any(r.action for r in remedies):
-            fixed = GraphSide(remedies_mod.apply(graph, remedies), side.extras, side.origin)
+            fixed = GraphSide(remedies_mod.apply(graph, remedies), side.extras, side.origin, side.sql_state)
             remedied = restore_pass(inputs, fixed, facts, pointer).found
     once = rules.run(dataclasses.replace(ctx, found=Findings()), CHECK_RULES)
     found = found.with_(once.items)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from hashing.graph import StreamGraph
 from hashing.readers import LoadedGraph
 from hashing.versions import FlinkVersion
+from upgrade_gate.flink.assignment.keyed_state import has_keyed_input
 from upgrade_gate.flink.metadata.model import CheckpointMetadata
 from upgrade_gate.flink.state_meta.streams import Opener, local_opener
 from upgrade_gate.gate.flink_config import FlinkConfig
@@ -33,6 +34,16 @@ class GraphSide:
     extras: dict[int, dict[str, Any]] = field(default_factory=dict)
     origin: str | None = None
     sql_state: dict[str, Any] | None = None  # `LoadedGraph.sql_state`: SQL operators' key and state row types
+
+    def keyed(self, nid: int) -> bool:
+        """Does the operator get a keyed state backend (can it read keyed state at all)? A keyBy input
+        (`has_keyed_input`), or a planner's operator whose state key serializer the export recorded: a key-less
+        aggregate, window or window join keys its state by the empty key behind a GLOBAL exchange (Flink sets the
+        state key selector on the transformation, not only after a keyBy)."""
+        if has_keyed_input(self.graph, nid):
+            return True
+        entry = (self.sql_state or {}).get(str(nid))
+        return isinstance(entry, dict) and entry.get("key") is not None
 
 
 def side_of(source: LoadedGraph | StreamGraph | GraphSide) -> GraphSide:

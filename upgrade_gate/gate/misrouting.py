@@ -29,7 +29,6 @@ from typing import Any
 
 from hashing.graph import StreamGraph, StreamNode
 from hashing.operator_ids import OperatorIds
-from upgrade_gate.flink.assignment.keyed_state import has_keyed_input
 from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.assignment.state_assignment import Assignment
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
@@ -63,7 +62,7 @@ def profile(side: GraphSide, nid: int) -> dict[str, Any]:
     ex = side.extras.get(nid, {})
     return {"name": n.name, "uid": n.uid, "factory": str(n.factory), "factory_class": ex.get("factory_class"),
             "kind": ex.get("kind"), "state": _state_names(ex.get("state")), "key_type": ex.get("key_type"),
-            "keyed_input": has_keyed_input(g, nid),
+            "keyed_input": side.keyed(nid),
             "inputs": tuple(sorted(f"{g.by_id[e.source].name} ({e.partitioner})" for e in g.in_edges[nid])),
             "outputs": tuple(sorted(f"{g.by_id[e.target].name} ({e.partitioner})" for e in g.out_edges[nid]))}
 

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterable, Iterator
 
 from hashing.job_graph import OperatorIDPair
 from upgrade_gate.flink.assignment import channel_state, finished_state
-from upgrade_gate.flink.assignment.keyed_state import has_keyed_input
 from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
 from upgrade_gate.gate.findings import Finding, Loss, Misrouted, Note, Orphan, PositionClaim, Refused, keyed_bytes
@@ -121,7 +120,7 @@ def coordinator_not_restored(ctx: RuleContext, nid: int, r: OperatorRestore) -> 
 def keyed_state_without_keyed_input(ctx: RuleContext, nid: int, r: OperatorRestore) -> Iterator[Finding]:
     """Keyed state restored into an operator with no keyed input: it took the id by position and never
     reads the state. Misrouting, not mere loss."""
-    if r.old is None or not keyed_bytes(r.old) or has_keyed_input(ctx.graph, nid):
+    if r.old is None or not keyed_bytes(r.old) or ctx.side.keyed(nid):
         return
     node = ctx.graph.by_id[nid]
     yield _loss(r.old, node.name, keyed_bytes(r.old),
