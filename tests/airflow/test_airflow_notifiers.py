@@ -44,12 +44,35 @@ print("done")
 
 
 class _Mailbox(smtpd.SMTPServer):
+    """A real SMTP server on its own socket map, served by one thread until `close`. asyncore's default map is
+    global: a loop thread left over from an earlier test (still holding a client's channel) would serve this
+    server's channels too, two threads on one channel (an IndexError inside asynchat, a disconnected client).
+    `shutdown` ends it."""
+
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), None, decode_data=True)
+        self.map: dict[int, object] = {}
+        super().__init__(("127.0.0.1", 0), None, decode_data=True, map=self.map)
         self.messages: list[tuple[str, list[str], str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.socket.getsockname()[1]
+
+    def _serve(self) -> None:
+        while not self._stop.is_set() and self.map:
+            asyncore.loop(timeout=0.05, map=self.map, count=1)
 
     def process_message(self, peer, mailfrom, rcpttos, data, **kwargs):  # type: ignore[no-untyped-def]
         self.messages.append((mailfrom, rcpttos, data))
+
+    def shutdown(self) -> None:
+        """Stop the serving thread, then close the server and every channel it opened."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        asyncore.close_all(map=self.map)
 
 
 def _run(stack, alert, http_port, smtp_port, script=None):
@@ -71,10 +94,8 @@ def _run(stack, alert, http_port, smtp_port, script=None):
 def test_slack_and_email_deliver_the_alert_and_nothing_without_one(stack):
     receiver = AlertReceiver()
     mailbox = _Mailbox()
-    t = threading.Thread(target=asyncore.loop, kwargs={"timeout": 0.2}, daemon=True)
-    t.start()
     try:
-        smtp_port = mailbox.socket.getsockname()[1]
+        smtp_port = mailbox.port
         _run(stack, None, receiver.port, smtp_port)  # no blocked verdict: nothing sent anywhere
         assert receiver.received == [] and mailbox.messages == []
 
@@ -98,7 +119,7 @@ def test_slack_and_email_deliver_the_alert_and_nothing_without_one(stack):
             assert needle in html, needle
     finally:
         receiver.stop()
-        mailbox.close()
+        mailbox.shutdown()
 
 
 HOSTILE_SCRIPT = SCRIPT.replace('GateWebhookNotifier(http_conn_id="")',
@@ -106,18 +127,18 @@ HOSTILE_SCRIPT = SCRIPT.replace('GateWebhookNotifier(http_conn_id="")',
 HOSTILE = {**ALERT, "job": "pay<!channel>&<!here>", "operators": [
     {"operator_id": "3a434c34ffe2fe820735436a4ca97107", "name": "<http://evil.example/x|click me>",
      "lost_bytes": 4866, "state_names": ["<@U123>", "a&b", "<script>alert(1)</script>"],
-     "reason": "restored into <!subteam^S1>"}], "remedies": ["rename to <b>x</b> & <!everyone>"]}
+     "reason": "restored into <!subteam^S1>", "consequence": "source '<!here>' starts at its startup position"}],
+           "remedies": ["rename to <b>x</b> & <!everyone>"]}
 NAMES = ("pay<!channel>&<!here>", "<http://evil.example/x|click me>", "<@U123>", "a&b",
-         "<script>alert(1)</script>", "<!subteam^S1>", "<b>x</b> & <!everyone>")
+         "<script>alert(1)</script>", "<!subteam^S1>", "<b>x</b> & <!everyone>",
+         "source '<!here>' starts at its startup position")
 
 
 def test_names_reach_slack_and_mail_as_text_and_the_webhook_exactly(stack):
     receiver = AlertReceiver()
     mailbox = _Mailbox()
-    t = threading.Thread(target=asyncore.loop, kwargs={"timeout": 0.2}, daemon=True)
-    t.start()
     try:
-        _run(stack, HOSTILE, receiver.port, mailbox.socket.getsockname()[1], HOSTILE_SCRIPT)
+        _run(stack, HOSTILE, receiver.port, mailbox.port, HOSTILE_SCRIPT)
         by_path = {r["path"]: r["body"] for r in receiver.received}
         assert sorted(by_path) == ["/hook", "/services/T0/B0/secret-token"]
 
@@ -155,7 +176,7 @@ def test_names_reach_slack_and_mail_as_text_and_the_webhook_exactly(stack):
             assert escaped in html, escaped
     finally:
         receiver.stop()
-        mailbox.close()
+        mailbox.shutdown()
 
 
 DIGEST_SCRIPT = HOSTILE_SCRIPT
@@ -183,10 +204,8 @@ def test_a_fleet_scan_digest_is_one_message_per_channel_with_the_worst_jobs(stac
 
     receiver = AlertReceiver()
     mailbox = _Mailbox()
-    t = threading.Thread(target=asyncore.loop, kwargs={"timeout": 0.2}, daemon=True)
-    t.start()
     try:
-        _run(stack, digest.to_payload(), receiver.port, mailbox.socket.getsockname()[1], DIGEST_SCRIPT)
+        _run(stack, digest.to_payload(), receiver.port, mailbox.port, DIGEST_SCRIPT)
         by_path = {r["path"]: r["body"] for r in receiver.received}
         assert sorted(by_path) == ["/hook", "/services/T0/B0/secret-token"], sorted(by_path)  # one message each
         hook = by_path["/hook"]
@@ -201,4 +220,4 @@ def test_a_fleet_scan_digest_is_one_message_per_channel_with_the_worst_jobs(stac
         assert "job-298" in html and "pay&lt;!channel&gt;" in html and digest.report_url in html
     finally:
         receiver.stop()
-        mailbox.close()
+        mailbox.shutdown()

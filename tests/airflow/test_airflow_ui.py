@@ -25,6 +25,7 @@ import shutil
 import time
 import urllib.error
 import urllib.request
+import uuid
 
 import pytest
 
@@ -84,17 +85,33 @@ def _shot_dir():
     return d
 
 
-def _api(standalone, path, method="GET", payload=None):
+def _api(standalone, path, method="GET", payload=None, attempts=3):
+    """One call to Airflow's REST API. `airflow standalone` keeps its metadata in SQLite, whose single writer can
+    make the API server answer 500 while the scheduler writes: a read, a PATCH and a POST that names its own
+    `dag_run_id` are asked again (a run the first POST created answers 409 and is read back); any other failure
+    shows Airflow's own answer."""
     body = json.dumps({"username": standalone.user, "password": standalone.password}).encode()
     req = urllib.request.Request(f"{standalone.url}/auth/token", data=body,
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=60) as resp:
         token = json.loads(resp.read())["access_token"]
-    req = urllib.request.Request(f"{standalone.url}{path}", method=method,
-                                 data=json.dumps(payload).encode() if payload is not None else None,
-                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        return json.loads(resp.read())
+    run_id = (payload or {}).get("dag_run_id") if method == "POST" else None
+    for attempt in range(attempts):
+        req = urllib.request.Request(f"{standalone.url}{path}", method=method,
+                                     data=json.dumps(payload).encode() if payload is not None else None,
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:2000]
+            if exc.code == 409 and run_id and attempt:
+                return _api(standalone, f"{path}/{run_id}")
+            if exc.code >= 500 and attempt + 1 < attempts and (method in ("GET", "PATCH") or run_id):
+                time.sleep(2)
+                continue
+            raise AssertionError(f"{method} {path}: HTTP {exc.code}: {detail}") from None
+    raise AssertionError("unreachable")
 
 
 SET_VALUE_JS = """
@@ -248,7 +265,8 @@ def test_safe_blocked_and_crashed_runs_read_differently(stack, standalone, brows
     missing = "s3://flink-graphs/no-such-job/graph.json"
     for name, conf in (("safe", gate_conf(stack, "orders-enrichment")),
                        ("crashed", gate_conf(stack, "orders-enrichment", graph=missing))):
-        ids[name] = _api(standalone, f"{dag}/dagRuns", "POST", {"logical_date": None, "conf": conf})["dag_run_id"]
+        run = {"dag_run_id": f"ui-{name}-{uuid.uuid4().hex[:8]}", "logical_date": None, "conf": conf}
+        ids[name] = _api(standalone, f"{dag}/dagRuns", "POST", run)["dag_run_id"]
 
     def finished(_):
         got = {k: _api(standalone, f"{dag}/dagRuns/{v}") for k, v in ids.items()}

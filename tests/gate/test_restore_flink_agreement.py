@@ -11,6 +11,7 @@ union elements, broadcast presence, keyed entries, key-group range and max paral
 from __future__ import annotations
 
 import gc
+import json
 import re
 
 import pytest
@@ -134,6 +135,19 @@ def test_gate_agrees_with_flink_on_sql(sc: Scenario) -> None:
         assert _simulated_receivers(res) == set(run["restored_operators"]), allow
         if not allow:
             assert res.verdict == Verdict.SAFE, (res.verdict, res.losses)
+
+
+@pytest.mark.parametrize("sc", [s for s in SQL if s.name.startswith("sql-keyless-")], ids=str)
+def test_keyless_sql_state_behind_a_global_exchange_restores_where_it_was(sc: Scenario) -> None:
+    """An unchanged key-less window aggregate or window join: the planner keys its state by the empty key behind a
+    GLOBAL exchange (no keyBy edge), and real Flink restored it into the same operator. Not misrouting."""
+    assert sc.outcome["restore"]["status"] == "RUNNING"
+    res = sql_check(sc, False)
+    assert res.verdict == Verdict.SAFE and not res.misrouted, res.misrouted
+    spec = json.loads((sc.dir / "graph-b.json").read_text())
+    keyed = {nid for nid, e in spec["sql_state"].items() if e.get("key") is not None}
+    into = {e["partitioner"] for e in spec["edges"] if str(e["target"]) in keyed}
+    assert keyed and into == {"GLOBAL"}, into
 
 
 def test_a_refused_restore_leaves_no_reference_cycle() -> None:
