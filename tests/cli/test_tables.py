@@ -114,12 +114,14 @@ def test_check_ends_with_a_plan_line_that_adds_up(capsys: pytest.CaptureFixture[
     doc = json.loads(capsys.readouterr().out)
     at_risk = {x["operator_id"] for x in [*doc["losses"], *doc["misrouted"]]}
     assert last.startswith("Plan: ") and f", {len(at_risk)} at risk (" in last, last
-    assert last.endswith("SAFE: the upgrade may proceed.") == (doc["verdict"] == "SAFE"), last
+    safe = "SAFE: the upgrade may proceed" + ("" if doc["state_types_compared"] else " (state types not compared)")
+    assert last.endswith(f"{safe}.") == (doc["verdict"] == "SAFE"), last
     assert (f"BLOCKED ({doc['verdict']})" in last) == (doc["verdict"] != "SAFE"), last
 
 
 def test_the_verdict_is_coloured_on_a_terminal_only(tmp_path: Path) -> None:
-    """Red for a blocked verdict on a TTY; plain text in a pipe and with NO_COLOR set."""
+    """Red for a blocked verdict on a TTY (yellow for a SAFE that compared less); plain text in a pipe and with
+    NO_COLOR set."""
     import os
     import pty
     import subprocess
@@ -147,8 +149,10 @@ def test_the_verdict_is_coloured_on_a_terminal_only(tmp_path: Path) -> None:
         return out
 
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
-    verdict = json.loads(subprocess.run([*argv, "--format", "json"], capture_output=True, text=True).stdout)["verdict"]
-    colour = b"32" if verdict == "SAFE" else b"31"
+    doc = json.loads(subprocess.run([*argv, "--format", "json"], capture_output=True, text=True).stdout)
+    verdict = doc["verdict"]
+    # green SAFE, yellow a SAFE that compared no state types, red a blocked verdict
+    colour = (b"31" if verdict != "SAFE" else b"32" if doc["state_types_compared"] else b"33")
     assert on_a_tty(env).startswith(b"\x1b[1;" + colour + b"mVERDICT: " + verdict.encode())
     assert on_a_tty({**env, "NO_COLOR": "1"}).startswith(b"VERDICT: ")
     assert subprocess.run(argv, capture_output=True).stdout.startswith(b"VERDICT: ")
