@@ -73,11 +73,12 @@ def export_caveat(export: dict[str, Any] | None) -> str | None:
 
 
 def check_caveat(check: dict[str, Any]) -> str | None:
-    """Everything a SAFE rests on that it did not verify: the jar export's guesses (`export_caveat`) and state types
-    compared with nothing from the new job (`CheckResult.state_types_compared`)."""
+    """What a verdict rests on that it did not verify: the jar export's guesses (`export_caveat`), and, for a SAFE,
+    state types compared with nothing from the new job (`CheckResult.state_types_compared`; a blocked upgrade is
+    blocked whatever the types)."""
+    untyped = check.get("state_types_compared") is False and check.get("verdict") == "SAFE"
     said = [c for c in (export_caveat(check.get("export")),
-                        "state types not compared (no savepoint of the new job version)"
-                        if check.get("state_types_compared") is False else None) if c]
+                        "state types not compared (no savepoint of the new job version)" if untyped else None) if c]
     return "; ".join(said) or None
 
 

@@ -258,3 +258,4 @@ def test_a_safe_that_compared_no_state_types_says_so_in_the_note():
     assert note == ("SAFE: the upgrade may proceed, no state at risk; state types not compared (no savepoint of the "
                     f"new job version) — report: {url}")
     assert check_caveat({**check, "state_types_compared": True}) is None
+    assert check_caveat({**check, "verdict": "STATE_LOSS"}) is None  # a blocked note stays "BLOCKED: ..., at risk"
