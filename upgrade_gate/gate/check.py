@@ -251,7 +251,7 @@ def check(inputs: CheckInputs) -> CheckResult:
             remedied = restore_pass(inputs, fixed, facts, pointer).found
     once = rules.run(dataclasses.replace(ctx, found=Findings()), CHECK_RULES)
     found = found.with_(once.items)
-    found = _with_roles(inputs, shown, _in_query_terms(inputs, shown, found))
+    found = _with_roles(inputs, facts, shown, _in_query_terms(inputs, facts, shown, found))
     losses = [x.to_json() for x in found.losses]
     misrouted = [*(m.to_json(graph, state_names(m.state)) for m in found.wrong_receiver),
                  *(m.to_json() for m in found.meaning)]
@@ -269,7 +269,7 @@ def check(inputs: CheckInputs) -> CheckResult:
         state_types_compared=not any(isinstance(f, TypesNotCompared) for f in found.items))
 
 
-def _in_query_terms(inputs: CheckInputs, shown: Simulation, found: Findings) -> Findings:
+def _in_query_terms(inputs: CheckInputs, facts: SavepointFacts, shown: Simulation, found: Findings) -> Findings:
     """SQL findings in query terms, attached as values (`upgrade_gate.gate.annotations`): `sql` names the statement
     and operator (`sql_explain`); a SQL state that does not restore gets the remedy a real restore proved, if any
     (`sql_remedies`)."""
@@ -277,7 +277,7 @@ def _in_query_terms(inputs: CheckInputs, shown: Simulation, found: Findings) -> 
     if not side.sql_state:
         return found
     metadata = inputs.savepoint
-    writers = (sql_meaning.writers_of(metadata, old, o.hasher, o.flink_version)
+    writers = (sql_meaning.writers(facts, old, o.hasher, o.flink_version)
                if old is not None and old.sql_state else None)
     context = sql_explain.explainer(metadata, shown, side, old, writers)
     refused = {r.operator_id for r in found.refusals if r.rule == sql.SQL_STATE and r.operator_id}
@@ -294,7 +294,7 @@ def _in_query_terms(inputs: CheckInputs, shown: Simulation, found: Findings) -> 
                                wrong_receiver=tuple(wrong), meaning=tuple(meaning))
 
 
-def _with_roles(inputs: CheckInputs, shown: Simulation, found: Findings) -> Findings:
+def _with_roles(inputs: CheckInputs, facts: SavepointFacts, shown: Simulation, found: Findings) -> Findings:
     """Every lost or misrouted state with its role and what losing it does to the data (`state_roles`). Whether its
     operator is a source or a planner's operator is read from the node that receives the state in the new job, else
     from its writer in the old job (with `--old-graph`); else whether it is a source is not known, and its keyed state
@@ -303,19 +303,15 @@ def _with_roles(inputs: CheckInputs, shown: Simulation, found: Findings) -> Find
     metadata = inputs.savepoint
     received = ({r.old.operator_id_hex: nid for nid, r in shown.assignment.operators.items() if r.old is not None}
                 if shown.assignment is not None else {})
-    writers: dict[bytes, int] | None = None
     by_hex = {op.operator_id_hex: op.operator_id for op in metadata.operator_states}
 
     def node_of(oid: str) -> tuple[bool | None, bool]:
-        nonlocal writers
         nid = received.get(oid)
         if nid is not None and nid in side.graph.by_id:
             return not side.graph.in_edges[nid], bool(side.sql_state) and str(nid) in (side.sql_state or {})
         if old is None:  # a keyed state of a SQL job belongs to a planner's operator (its sources and sinks keep none)
             return None, bool(side.sql_state)
-        if writers is None:
-            writers = sql_meaning.writers_of(metadata, old, o.hasher, o.flink_version)
-        w = writers.get(by_hex.get(oid, b""))
+        w = sql_meaning.writers(facts, old, o.hasher, o.flink_version).get(by_hex.get(oid, b""))
         if w is None or w not in old.graph.by_id:
             return None, bool(side.sql_state)
         return not old.graph.in_edges[w], bool(old.sql_state) and str(w) in (old.sql_state or {})

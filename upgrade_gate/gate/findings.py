@@ -286,10 +286,13 @@ class SavepointFacts:
     slot for the proxies they read (`state_schema_rules.savepoint_schemas`: I/O, so read only when a rule
     needs them, and once for all passes and rules)."""
 
-    __slots__ = ("metadata", "present", "state_schemas")
+    __slots__ = ("metadata", "old_writers", "present", "state_schemas")
 
     def __init__(self, metadata: CheckpointMetadata) -> None:
         self.metadata = metadata
         # savepoint operator ids that hold state
         self.present = frozenset(op.operator_id for op in metadata.operator_states if has_state(op))
         self.state_schemas: tuple[Any, ...] | None = None
+        # savepoint operator id -> the old graph's node that wrote it (`sql_meaning.writers`): asked by the SQL meaning
+        # rule, the SQL explanations and the state roles of one check, computed once
+        self.old_writers: dict[bytes, int] | None = None

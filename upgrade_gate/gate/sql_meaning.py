@@ -25,10 +25,11 @@ from typing import Any
 
 from hashing.operator_ids import compute_operator_ids
 from upgrade_gate.gate import misrouting
-from upgrade_gate.gate.findings import Finding, Loss, MeaningChanged, Note, state_names
+from upgrade_gate.gate.findings import Finding, Loss, MeaningChanged, Note, SavepointFacts, state_names
 from upgrade_gate.gate.inputs import GraphSide
 
-__all__ = ["args", "check", "compare", "family", "kind", "meaning", "split_top", "strip_counters", "writers_of"]
+__all__ = ["args", "check", "compare", "family", "kind", "meaning", "split_top", "strip_counters", "writers",
+           "writers_of"]
 
 _PREFIX = re.compile(r"^\[\d+\]:")
 _COUNTER = re.compile(r"\[\d+\]")
@@ -154,7 +155,14 @@ def writers_of(metadata: Any, old: GraphSide, hasher: str, version: Any) -> dict
     return misrouting.old_writers(metadata, ids)
 
 
-def check(metadata: Any, sim: Any, side: GraphSide, old: GraphSide | None, hasher: str,
+def writers(facts: SavepointFacts, old: GraphSide, hasher: str, version: Any) -> dict[bytes, int]:
+    """`writers_of` for one check, computed once and kept on its `SavepointFacts`."""
+    if facts.old_writers is None:
+        facts.old_writers = writers_of(facts.metadata, old, hasher, version)
+    return facts.old_writers
+
+
+def check(facts: SavepointFacts, sim: Any, side: GraphSide, old: GraphSide | None, hasher: str,
           version: Any, skip: set[str] | frozenset[str] = frozenset()) -> list[Finding]:
     """Every SQL state the simulation restores whose writer meant something else by it: a `MeaningChanged` and the
     `Loss` of its meaning each. `skip`: operator IDs another rule already reports (`sql_state_rules`: Flink refuses
@@ -171,11 +179,11 @@ def check(metadata: Any, sim: Any, side: GraphSide, old: GraphSide | None, hashe
                      f"key, aggregate, window or top-N changed under a kept operator ID): pass --old-graph "
                      f"to check SQL meaning")]
     out: list[Finding] = []
-    writers = writers_of(metadata, old, hasher, version)
+    written_by = writers(facts, old, hasher, version)
     graph = side.graph
     for nid, r in restored:
         op = r.old
-        w = writers.get(op.operator_id)
+        w = written_by.get(op.operator_id)
         if op.operator_id_hex in skip or w is None or str(w) not in old.sql_state:
             continue
         od = str(old.sql_state[str(w)].get("description") or "")

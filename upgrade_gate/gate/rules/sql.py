@@ -38,5 +38,5 @@ def sql_meaning_changed(ctx: RuleContext) -> Iterator[Finding]:
     restore Flink already refuses."""
     refused = {r.operator_id for r in ctx.found.refusals if r.rule == SQL_STATE and r.operator_id}
     o = ctx.inputs.options
-    yield from sql_meaning.check(ctx.metadata, ctx.sim, ctx.side, ctx.inputs.old_graph, o.hasher, o.flink_version,
+    yield from sql_meaning.check(ctx.facts, ctx.sim, ctx.side, ctx.inputs.old_graph, o.hasher, o.flink_version,
                                  refused)
