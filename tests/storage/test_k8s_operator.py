@@ -161,6 +161,72 @@ def test_allow_non_restored_state_comes_from_the_spec(s3_env: dict[str, str], tm
     assert res.returncode == 1 and json.loads(res.stdout)["verdict"] == "STATE_LOSS"  # starts, drops state
 
 
+def _spec(tmp_path: Path, mode: str | None, allow: bool = False, **spec: str) -> Path:
+    doc = yaml.safe_load((K8S / "orders-new.yaml").read_text())
+    doc["spec"]["job"].pop("upgradeMode")
+    if mode is not None:
+        doc["spec"]["job"]["upgradeMode"] = mode
+    doc["spec"]["job"]["allowNonRestoredState"] = allow
+    doc["spec"].update(spec)
+    path = tmp_path / "new.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+# The operator's upgradeMode decides how the new job gets its state (gate.upgrade_modes); the HA path's rule is read
+# from every release's bytecode by tests/flink/test_ha_restore_bytecode.py. Graphs: real Flink 1.20.5 restores of
+# the savepoint on S3 (`savepoint` is what Flink did with them: stateless-operator-removed restored, uid-removed
+# dropped the state with allowNonRestoredState).
+@pytest.mark.s3
+@pytest.mark.parametrize("mode, scenario, allow, verdict, says", [
+    ("savepoint", "stateless-operator-removed", False, "SAFE", None),
+    ("last-state", "stateless-operator-removed", False, "RESTORE_FAILS", "There is no operator for the state"),
+    ("savepoint", "uid-removed", True, "STATE_LOSS", "dropped by --allowNonRestoredState"),
+    ("last-state", "uid-removed", True, "RESTORE_FAILS", "Flink ignores allowNonRestoredState"),
+    ("last-state", "identical", True, "SAFE", "Flink ignores allowNonRestoredState"),
+    ("stateless", "identical", False, "STATE_LOSS", "starts the new job from empty state"),
+    (None, "identical", False, "STATE_LOSS", "the operator's default"),
+])
+def test_the_upgrade_mode_decides_how_the_new_job_gets_its_state(
+        s3_env: dict[str, str], tmp_path: Path, mode: str | None, scenario: str, allow: bool, verdict: str,
+        says: str | None) -> None:
+    res = cli("check", "--deployment", str(_spec(tmp_path, mode, allow)), "--current", str(K8S / "orders-current.yaml"),
+              "--graph", str(RESTORES / scenario / "graph-b.json"), "--format", "json", env=s3_env)
+    assert res.returncode == (0 if verdict == "SAFE" else 1), res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["verdict"] == verdict
+    if says:
+        assert says in json.dumps(doc), doc["warnings"]
+    if mode in (None, "stateless"):  # every state is lost, and no pin in the job would bring it back
+        assert doc["losses"] and doc["remedies"] == [] and doc["repair"] is None
+        assert all("empty state" in loss["reason"] for loss in doc["losses"])
+
+
+@pytest.mark.s3
+def test_last_state_across_a_flink_version_change_or_for_a_session_job_restores_as_a_savepoint(
+        s3_env: dict[str, str], tmp_path: Path) -> None:
+    """The operator never uses HA metadata across a Flink version change, and restores a FlinkSessionJob from the
+    latest retained checkpoint as from a savepoint: the stateless operator removed is skipped, as Flink skipped it."""
+    graph = str(RESTORES / "stateless-operator-removed" / "graph-b.json")
+    res = cli("check", "--deployment", str(_spec(tmp_path, "last-state", flinkVersion="v2_3")),
+              "--current", str(K8S / "orders-current.yaml"), "--graph", graph, "--format", "json", env=s3_env)
+    assert res.returncode == 0 and json.loads(res.stdout)["verdict"] == "SAFE", res.stdout
+    doc = yaml.safe_load((K8S / "orders-new.yaml").read_text())
+    doc["kind"] = "FlinkSessionJob"
+    doc["spec"] = {"deploymentName": "shared", "job": {**doc["spec"]["job"], "upgradeMode": "last-state"}}
+    (tmp_path / "session.yaml").write_text(yaml.safe_dump(doc))
+    res = cli("check", "--deployment", str(tmp_path / "session.yaml"), "--current", str(K8S / "orders-current.yaml"),
+              "--graph", graph, "--flink-version", "1.20", "--format", "json", env=s3_env)
+    assert res.returncode == 0 and json.loads(res.stdout)["verdict"] == "SAFE", res.stdout
+
+
+def test_an_unknown_upgrade_mode_is_bad_input(tmp_path: Path) -> None:
+    res = cli("check", "--deployment", str(_spec(tmp_path, "last_state")),
+              "--current", str(K8S / "orders-current.yaml"), "--graph", str(RESTORES / "identical" / "graph-b.json"))
+    _one_line_exit_2(res, "new.yaml", "spec.job.upgradeMode 'last_state' is not one of savepoint, last-state, "
+                                      "stateless")
+
+
 @pytest.mark.parametrize("args, parts", [
     (["--deployment", "{k8s}/orders-new.yaml", "--current", "{k8s}/orders-current.yaml"],
      ["orders-new.yaml", "local:///opt/flink/usrlib/orders.jar is a path inside the Flink image", "--jar"]),

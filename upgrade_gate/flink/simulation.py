@@ -34,7 +34,8 @@ class Simulation:
 
 
 def simulate(metadata: CheckpointMetadata, graph: StreamGraph, ids: OperatorIds, pointer: str, *,
-             allow_non_restored_state: bool, matching: str, old_graph: StreamGraph | None = None) -> Simulation:
+             allow_non_restored_state: bool, matching: str, old_graph: StreamGraph | None = None,
+             from_ha_metadata: bool = False) -> Simulation:
     vertices = execution_job_vertices(ids, graph.by_id)
     load = None
     try:
@@ -43,7 +44,7 @@ def simulate(metadata: CheckpointMetadata, graph: StreamGraph, ids: OperatorIds,
                 raise parallelism_above_configured_max(v.name, v.parallelism, v.max_parallelism)
         if not ids.flink_version.reads_metadata(metadata.version):
             raise unreadable_version(metadata.version)
-        load = load_and_validate(metadata, vertices, pointer, allow_non_restored_state)
+        load = load_and_validate(metadata, vertices, pointer, allow_non_restored_state, from_ha_metadata)
         assignment = assign_states(load, vertices, graph, matching, ids.hasher, old_graph)
     except RestoreFailure as failure:
         # kept without its traceback: the traceback holds this frame, whose locals hold the Simulation, so

@@ -64,6 +64,7 @@ from upgrade_gate.gate.annotations import StateRoles
 from upgrade_gate.gate.findings import Findings, SavepointFacts, TypesNotCompared, state_names
 from upgrade_gate.gate.inputs import CheckInputs, GraphSide
 from upgrade_gate.gate.rules import Rule, RuleContext, config, misrouted, restore, sql, state_schema
+from upgrade_gate.gate.upgrade_modes import RestorePath
 from upgrade_gate.gate.verdict import decide
 from upgrade_gate.vocabulary import Verdict
 
@@ -203,6 +204,9 @@ CHECK_RULES: tuple[Rule, ...] = (restore.mixed_max_parallelism, config.configura
                                  state_schema.state_types_not_compared)
 
 
+EMPTY_START_CHECK_RULES: tuple[Rule, ...] = (config.configuration,)  # nothing restored: only what fails any start
+
+
 def restore_pass(inputs: CheckInputs, side: GraphSide, facts: SavepointFacts, pointer: str) -> RuleContext:
     """Simulate the restore into `side` and run `RESTORE_RULES`; the context holds the ids, the simulation, what
     the user would see (`shown`: if Flink fails, what would match with --allowNonRestoredState, so losses and
@@ -211,15 +215,18 @@ def restore_pass(inputs: CheckInputs, side: GraphSide, facts: SavepointFacts, po
     ids = compute_operator_ids(side.graph, o.hasher, o.flink_version)
     old_stream = inputs.old_graph.graph if inputs.old_graph is not None else None
     metadata = facts.metadata
-    sim = simulate(metadata, side.graph, ids, pointer, allow_non_restored_state=o.allow_non_restored_state,
-                   matching=o.matching, old_graph=old_stream)
+    from_ha = o.restore_path is RestorePath.HA_METADATA
+    allow = o.allow_non_restored_state and not from_ha  # restoreInitialCheckpointIfPresent passes false
+    sim = simulate(metadata, side.graph, ids, pointer, allow_non_restored_state=allow, matching=o.matching,
+                   old_graph=old_stream, from_ha_metadata=from_ha)
     shown = sim
-    if sim.failure is not None and not o.allow_non_restored_state:
+    if sim.failure is not None and not allow:
         hypothetical = simulate(metadata, side.graph, ids, pointer, allow_non_restored_state=True,
                                 matching=o.matching, old_graph=old_stream)
         shown = hypothetical if hypothetical.failure is None else sim
     ctx = RuleContext.of(inputs, side, sim, shown, ids, facts)
-    return dataclasses.replace(ctx, found=rules.run(ctx, RESTORE_RULES))
+    chain = restore.EMPTY_START_RULES if o.restore_path is RestorePath.EMPTY else RESTORE_RULES
+    return dataclasses.replace(ctx, found=rules.run(ctx, chain))
 
 
 def check(inputs: CheckInputs) -> CheckResult:
@@ -241,7 +248,8 @@ def check(inputs: CheckInputs) -> CheckResult:
             row["name"] = writers[row["operator_id"]]
     remedies: list[remedies_mod.Remedy] = []
     remedied: Findings | None = None
-    if o.with_remedies and (found.lost_states or found.wrong_receiver):
+    empty_start = o.restore_path is RestorePath.EMPTY  # no remedy in the job helps: nothing is restored
+    if o.with_remedies and not empty_start and (found.lost_states or found.wrong_receiver):
         remedies = remedies_mod.propose(list(found.lost_states), sim.assignment, graph, found.position_claims)
         remedies += remedies_mod.route_back(list(found.wrong_receiver), graph, remedies)
         if side.sql_state:  # a planner's operator takes no uid()/setUidHash(): its remedies are SQL (sql_remedies)
@@ -249,7 +257,8 @@ def check(inputs: CheckInputs) -> CheckResult:
         if any(r.action for r in remedies):
             fixed = GraphSide(remedies_mod.apply(graph, remedies), side.extras, side.origin, side.sql_state)
             remedied = restore_pass(inputs, fixed, facts, pointer).found
-    once = rules.run(dataclasses.replace(ctx, found=Findings()), CHECK_RULES)
+    once = rules.run(dataclasses.replace(ctx, found=Findings()),
+                     EMPTY_START_CHECK_RULES if empty_start else CHECK_RULES)
     found = found.with_(once.items)
     found = _with_roles(inputs, facts, shown, _in_query_terms(inputs, facts, shown, found))
     losses = [x.to_json() for x in found.losses]

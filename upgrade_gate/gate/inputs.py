@@ -20,6 +20,7 @@ from upgrade_gate.flink.assignment.keyed_state import has_keyed_input
 from upgrade_gate.flink.metadata.model import CheckpointMetadata
 from upgrade_gate.flink.state_meta.streams import Opener, local_opener
 from upgrade_gate.gate.flink_config import FlinkConfig
+from upgrade_gate.gate.upgrade_modes import RestorePath
 from upgrade_gate.vocabulary import DEFAULT_HASHER, DEFAULT_MATCHING
 
 __all__ = ["CheckInputs", "CheckOptions", "GraphSide", "SecondSavepoint", "side_of"]
@@ -65,6 +66,7 @@ class CheckOptions:
     matching: str = DEFAULT_MATCHING
     flink_version: FlinkVersion = field(default_factory=lambda: FlinkVersion.parse(None))
     allow_non_restored_state: bool = False
+    restore_path: RestorePath = RestorePath.SAVEPOINT  # by the Kubernetes operator's upgradeMode (upgrade_modes)
     with_remedies: bool = True
     rescale_detail: bool = True
     with_migration: bool = True

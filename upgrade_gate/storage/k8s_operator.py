@@ -35,6 +35,7 @@ from typing import Any
 
 from hashing.documents import Limits, parse_bytes, read_local_file
 from hashing.errors import describe
+from upgrade_gate.gate.upgrade_modes import UPGRADE_MODES
 from upgrade_gate.storage.redact import one_line
 from upgrade_gate.storage.s3 import StorageError, local_path
 
@@ -72,7 +73,11 @@ class JobSettings:
     flink_configuration: dict[str, str] = field(default_factory=dict)
     flink_version: str | None = None  # "1.20"; a FlinkSessionJob takes it from its FlinkDeployment
     allow_non_restored_state: bool = False
-    upgrade_mode: str | None = None
+    upgrade_mode: str | None = None  # None: the operator's default, stateless (gate.upgrade_modes)
+
+    @property
+    def session_job(self) -> bool:
+        return self.resource.startswith("FlinkSessionJob/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,6 +371,9 @@ def job_settings(resources: Resources, name: str | None = None) -> JobSettings:
         if value is not None and not isinstance(value, str):
             raise StorageError(f"{resources.source}: {label}: spec.job.{key} is {_show(value)}, not a string")
         strings[key] = value
+    if strings["upgradeMode"] is not None and strings["upgradeMode"] not in UPGRADE_MODES:
+        raise StorageError(f"{resources.source}: {label}: spec.job.upgradeMode {_show(strings['upgradeMode'])} is not "
+                           f"one of {', '.join(UPGRADE_MODES)}")
     return JobSettings(resource=label, jar_uri=strings["jarURI"], entry_class=strings["entryClass"],
                        args=tuple(str(a) for a in args), parallelism=parallelism, flink_configuration=conf,
                        flink_version=version, allow_non_restored_state=job_spec.get("allowNonRestoredState") is True,

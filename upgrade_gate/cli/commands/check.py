@@ -15,6 +15,7 @@ from upgrade_gate.flink.metadata import CheckpointMetadata
 from upgrade_gate.gate.check import CheckResult, check
 from upgrade_gate.gate.flink_config import parse_settings
 from upgrade_gate.gate.inputs import CheckOptions
+from upgrade_gate.gate.upgrade_modes import RestorePath, restore_path
 from upgrade_gate.storage import discovery, k8s_operator
 from upgrade_gate.storage.check_inputs import read_check_inputs, read_side
 from upgrade_gate.storage.discovery import SYNTAX_HELP
@@ -146,6 +147,17 @@ def read_savepoint(spec: str) -> Any:
     return loaded.metadata
 
 
+def _restore_path(args: argparse.Namespace, settings: k8s_operator.JobSettings | None) -> RestorePath:
+    """With --deployment, the operator's upgradeMode decides how the new job gets its state (`gate.upgrade_modes`);
+    HA metadata is not used across a Flink version change, which --current tells."""
+    if settings is None:
+        return RestorePath.SAVEPOINT  # `flink run -s`
+    current = (k8s_operator.job_settings(k8s_operator.load_resources(args.current)).flink_version
+               if args.current else None)
+    changed = current is not None and settings.flink_version is not None and current != settings.flink_version
+    return restore_path(settings.upgrade_mode, session_job=settings.session_job, flink_version_changed=changed)
+
+
 def run(args: argparse.Namespace) -> int:
     settings = (k8s_operator.job_settings(k8s_operator.load_resources(args.deployment))
                 if args.deployment else None)
@@ -168,7 +180,8 @@ def run(args: argparse.Namespace) -> int:
     old = load_with_notes(args.old_graph) if args.old_graph else None
     flink_version = args.flink_version or (settings.flink_version if settings else None)
     allow = args.allow_non_restored_state or bool(settings and settings.allow_non_restored_state)
-    options = CheckOptions(args.hasher, args.matching, FlinkVersion.parse(flink_version), allow)
+    options = CheckOptions(args.hasher, args.matching, FlinkVersion.parse(flink_version), allow,
+                           restore_path=_restore_path(args, settings))
     with graph_named(args.graph or args.deployment):
         res = check(read_check_inputs(
             savepoint, graph, options=options, old_graph=old, old_savepoint=args.old_savepoint,

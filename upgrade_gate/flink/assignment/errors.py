@@ -7,8 +7,9 @@ Flink prints (the innermost cause of the job's failure), so users can search for
 
 from __future__ import annotations
 
-__all__ = ["RestoreFailure", "max_parallelism_changed", "max_parallelism_mismatch", "non_restored_state",
-           "parallelism_above_configured_max", "parallelism_above_restored_max", "unreadable_version"]
+__all__ = ["RestoreFailure", "max_parallelism_changed", "max_parallelism_mismatch", "no_operator_for_state",
+           "non_restored_state", "parallelism_above_configured_max", "parallelism_above_restored_max",
+           "unreadable_version"]
 
 
 class RestoreFailure(Exception):
@@ -30,6 +31,13 @@ def non_restored_state(pointer: str, operator_id: str) -> RestoreFailure:
         f"{operator_id} to the new program, because the operator is not available in the new program. If you want "
         f"to allow to skip this, you can set the --allowNonRestoredState option on the CLI.",
         stage="load validation")
+
+
+def no_operator_for_state(operator_id: str) -> RestoreFailure:
+    """`StateAssignmentOperation.checkStateMappingCompleteness`: a checkpoint handed over through HA metadata is
+    not filtered by `Checkpoints.loadAndValidateCheckpoint`, so every operator it holds, with state or without,
+    must exist in the new job (docs/guide.md, "Kubernetes upgrade modes")."""
+    return RestoreFailure(f"There is no operator for the state {operator_id}", stage="state assignment")
 
 
 def max_parallelism_mismatch(operator_id: str, old: int, new: int) -> RestoreFailure:

@@ -4,6 +4,11 @@ Every id of every `OperatorIDPair` (generated and alternatives) maps to its job 
 state under an id no vertex knows fails the restore, unless it is empty (skipped; never a
 failure, even without `--allowNonRestoredState`) or `allowNonRestoredState` is set (dropped).
 Matched state whose max parallelism differs from the vertex's fails unless the vertex may adopt it.
+
+A checkpoint recovered from HA metadata (the Kubernetes operator's `last-state` upgrade) skips that
+validation: `CheckpointCoordinator.restoreInitialCheckpointIfPresent` hands it to `StateAssignmentOperation`
+with `allowNonRestoredState` false, whose `checkStateMappingCompleteness` refuses every operator the new job
+lacks, empty or not (`from_ha_metadata`).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ class LoadResult:
 
 
 def load_and_validate(metadata: CheckpointMetadata, vertices: list[ExecutionJobVertex], pointer: str,
-                      allow_non_restored_state: bool) -> LoadResult:
+                      allow_non_restored_state: bool, from_ha_metadata: bool = False) -> LoadResult:
     vertex_of: dict[bytes, ExecutionJobVertex] = {}
     for v in vertices:
         for pair in v.operators:
@@ -44,10 +49,16 @@ def load_and_validate(metadata: CheckpointMetadata, vertices: list[ExecutionJobV
     kept: dict[bytes, OperatorState] = {}
     skipped: list[OperatorState] = []
     dropped: list[OperatorState] = []
+    if from_ha_metadata and not allow_non_restored_state:  # checkStateMappingCompleteness runs before anything else
+        missing = next((op for op in metadata.operator_states if op.operator_id not in vertex_of), None)
+        if missing is not None:
+            raise errors.no_operator_for_state(missing.operator_id_hex)
     for op in metadata.operator_states:
         v = vertex_of.get(op.operator_id)
         if v is not None:
-            if v.max_parallelism == op.max_parallelism or v.can_rescale_max_parallelism(op.max_parallelism):
+            # a recovered checkpoint's max parallelism is checked by the assignment (`max_parallelism_changed`)
+            if (from_ha_metadata or v.max_parallelism == op.max_parallelism
+                    or v.can_rescale_max_parallelism(op.max_parallelism)):
                 kept[op.operator_id] = op
             else:
                 raise errors.max_parallelism_mismatch(op.operator_id_hex, op.max_parallelism, v.max_parallelism)

@@ -15,8 +15,9 @@ from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.assignment.task_state_assignment import OperatorRestore
 from upgrade_gate.gate.findings import Finding, Loss, Misrouted, Note, Orphan, PositionClaim, Refused, keyed_bytes
 from upgrade_gate.gate.rules import Rule, RuleContext
+from upgrade_gate.gate.upgrade_modes import RestorePath
 
-__all__ = ["OPERATOR_RULES", "RULES", "mixed_max_parallelism"]
+__all__ = ["EMPTY_START_RULES", "OPERATOR_RULES", "RULES", "mixed_max_parallelism"]
 
 OperatorRule = Callable[[RuleContext, int, OperatorRestore], Iterable[Finding]]
 
@@ -25,6 +26,23 @@ _loss = Loss.of
 
 
 # ---- rules: the snapshot as a whole ---------------------------------------------------------------------------
+def restore_path_explained(ctx: RuleContext) -> Iterator[Finding]:
+    """The Kubernetes operator's upgradeMode changes what Flink does with the snapshot (`gate.upgrade_modes`): said
+    where it changes the outcome (a recovered checkpoint that fails, or an allowNonRestoredState that is ignored)."""
+    o = ctx.inputs.options
+    if o.restore_path is RestorePath.EMPTY or (
+            o.restore_path is RestorePath.HA_METADATA and (ctx.sim.failure is not None or o.allow_non_restored_state)):
+        yield Note(o.restore_path.explanation)
+
+
+def started_from_empty_state(ctx: RuleContext) -> Iterator[Finding]:
+    """`upgradeMode: stateless`: nothing is restored, so every state of the snapshot is lost."""
+    for op in ctx.metadata.operator_states:
+        if has_state(op):
+            yield _loss(op, op.name, op.state_size, "not restored: upgradeMode stateless starts the new job from "
+                                                    "empty state", orphaned=False)
+
+
 def restore_refused(ctx: RuleContext) -> Iterator[Finding]:
     """Flink refuses the savepoint (`Checkpoints.loadAndValidateCheckpoint`,
     `StateAssignmentOperation.checkParallelismPreconditions`): its own error, the first of the check."""
@@ -36,10 +54,12 @@ def restore_fails_losses(ctx: RuleContext) -> Iterator[Finding]:
     """Flink refuses the savepoint: name the state it refuses for (`Checkpoints.loadAndValidateCheckpoint`)."""
     if ctx.sim.failure is None:
         return
+    why = ("not in the new program: the restore fails (allowNonRestoredState does not apply to a checkpoint "
+           "recovered through HA metadata)" if ctx.inputs.options.restore_path is RestorePath.HA_METADATA else
+           "not in the new program: the restore fails (state would be dropped with --allowNonRestoredState)")
     for op in ctx.metadata.operator_states:
         if op.operator_id not in ctx.claimants and has_state(op):
-            yield _loss(op, op.name, op.state_size, "not in the new program: the restore fails (state would be "
-                                                    "dropped with --allowNonRestoredState)")
+            yield _loss(op, op.name, op.state_size, why)
 
 
 def dropped_by_allow_non_restored(ctx: RuleContext) -> Iterator[Finding]:
@@ -154,5 +174,6 @@ def mixed_max_parallelism(ctx: RuleContext) -> Iterator[Finding]:
 
 OPERATOR_RULES: tuple[OperatorRule, ...] = (overwritten_by_next_pair, coordinator_not_restored,
                                             keyed_state_without_keyed_input)
-RULES: tuple[Rule, ...] = (restore_refused, restore_fails_losses, dropped_by_allow_non_restored, taken_by_no_operator,
-                           per_operator, claimed_by_several, finished_and_in_flight)
+EMPTY_START_RULES: tuple[Rule, ...] = (restore_path_explained, started_from_empty_state)
+RULES: tuple[Rule, ...] = (restore_path_explained, restore_refused, restore_fails_losses, dropped_by_allow_non_restored,
+                           taken_by_no_operator, per_operator, claimed_by_several, finished_and_in_flight)
