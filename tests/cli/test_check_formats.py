@@ -313,24 +313,48 @@ def _schema() -> Draft202012Validator:
     return Draft202012Validator(schema)
 
 
-def test_every_fixture_check_matches_the_published_json_schema(tmp_path: Path) -> None:
-    """Every `check --format json` the committed real-Flink fixtures produce (tests/check_outputs.py's cases)."""
+@pytest.fixture(scope="module")
+def fixture_checks(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, dict[str, Any]]]:
+    """Every `check --format json` the committed real-Flink fixtures produce (tests/check_outputs.py's cases), run
+    once for the tests below: (case name, document); cases that are bad input (exit 2) left out."""
     from tests.check_outputs import SCHEMA_GRAPH, cases
 
-    graph = tmp_path / "evolving.json"
+    graph = tmp_path_factory.mktemp("schema-graph") / "evolving.json"
     graph.write_text(json.dumps(SCHEMA_GRAPH))
-    validator, started, checked, bad = _schema(), time.monotonic(), 0, []
+    out = []
     for name, argv in cases(graph):
         code, text = check(argv, "json")
-        if code == 2:  # bad input (a scenario without an old graph): nothing to validate
-            continue
-        doc = json.loads(text)
-        checked += 1
+        if code != 2:  # a scenario without an old graph: nothing to validate
+            out.append((name, json.loads(text)))
+    return out
+
+
+def test_every_fixture_check_matches_the_published_json_schema(fixture_checks: list[tuple[str, Any]]) -> None:
+    validator, started, bad = _schema(), time.monotonic(), []
+    for name, doc in fixture_checks:
         assert doc["schema_version"] == "1"
         bad += [f"{name}: {e.json_path}: {e.message[:200]}" for e in list(validator.iter_errors(doc))[:1]]
     assert not bad, bad[:5]
-    assert checked > 1800, checked
-    print(f"{checked} check outputs validated in {time.monotonic() - started:.1f} s")
+    assert len(fixture_checks) > 1800, len(fixture_checks)
+    print(f"{len(fixture_checks)} check outputs validated in {time.monotonic() - started:.1f} s")
+
+
+def test_every_fixture_check_renders_in_every_pull_request_format(fixture_checks: list[tuple[str, Any]]) -> None:
+    """The same documents as Markdown within GitHub's limit, parseable workflow commands ending with the plan line,
+    well-formed JUnit XML with a failure for every operator at risk, and schema-valid SARIF."""
+    from upgrade_gate.report.github import render_github
+    from upgrade_gate.report.junit import render_junit
+    from upgrade_gate.report.sarif import render_sarif
+
+    for name, doc in fixture_checks:
+        text = render_markdown(doc, doc["repair"])
+        assert len(text) <= MAX_CHARS and PLAN.match(text.splitlines()[1].strip("*")), name
+        commands = render_github(doc, "graph.json").splitlines()
+        assert PLAN.match(commands[-1]) and all(COMMAND.match(c) for c in commands[:-1]), name
+        suite = _suite(render_junit(doc))
+        assert int(suite.get("failures")) >= len(at_risk(doc)), name
+        errors = list(SARIF.iter_errors(render_sarif(doc, "graph.json")))
+        assert not errors, (name, errors[0].message)
 
 
 def test_the_json_schema_catches_a_renamed_field() -> None:
