@@ -52,7 +52,7 @@ def render_github(doc: Mapping[str, Any], file: str | None) -> str:
     lines = []
     for r in found:
         if r.verdict.blocks and r.operator_id is None:  # the restore itself, a refused setting
-            lines.append(command("error", f"{r.message}\n{r.details}" if r.details != r.message else r.message,
+            lines.append(command("error", f"{r.message}\n{r.details}" if r.details else r.message,
                                  file=file, title=RULES[r.rule].title))
     for group in by_operator(found):
         title, message = _operator_message(group)

@@ -25,7 +25,8 @@ def _case(name: str, classname: str, group: list[Risk] | None) -> TestCase:
     if group:
         worst = group[0]
         failure = Failure(worst.consequence or worst.message, worst.verdict.value)
-        failure.text = "\n\n".join(f"{RULES[r.rule].title} ({r.verdict}): {r.message}\n{r.details}" for r in group)
+        failure.text = "\n\n".join(f"{RULES[r.rule].title} ({r.verdict}): {r.message}"
+                                     + (f"\n{r.details}" if r.details else "") for r in group)
         case.result = [failure]
     return case
 

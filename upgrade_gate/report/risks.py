@@ -92,7 +92,7 @@ def risks(doc: Mapping[str, Any]) -> list[Risk]:
     out: list[Risk] = []
     if not doc["restore_succeeds"]:
         out.append(Risk("restore-refused", Verdict.RESTORE_FAILS, None, None, (), 0, None, None,
-                        f"Flink would fail with: {doc['flink_error']}", doc["flink_error"] or ""))
+                        f"Flink would fail with: {doc['flink_error']}", ""))
     for x in doc["losses"]:
         corrupted = bool(x.get("corrupted"))
         consequence = x.get("consequence") or None
@@ -162,11 +162,14 @@ def at_risk_bytes(doc: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
-def operator_changes(doc: Mapping[str, Any]) -> tuple[int, int, int]:
+def operator_changes(doc: Mapping[str, Any]) -> tuple[int, int, int] | None:
     """(added, removed, changed) operators, as a plan counts resources: added = new operators without savepoint
     state; removed = savepoint operators no operator of the new job takes; changed = savepoint operators restored
     with a difference (matched through an alternative ID, another parallelism or max parallelism, or state at
-    risk)."""
+    risk). None when Flink refuses the savepoint before it maps any operator (a `_metadata` version the release
+    cannot read): nothing was compared, so nothing counts as removed."""
+    if not doc["restore_succeeds"] and all(o["new_node_id"] is None for o in doc["operators"]):
+        return None
     risky = at_risk_bytes(doc)
     added = removed = changed = 0
     for o in doc["operators"]:
@@ -192,8 +195,9 @@ def caveat(doc: Mapping[str, Any]) -> str | None:
 
 def summary_line(doc: Mapping[str, Any]) -> str:
     """`operators +2 −1 ~3 · state at risk 12.3 MiB in 2 operators · BLOCKED (STATE_MISROUTED)`, in the spirit of
-    `terraform plan` comment bots: what changes, what is at risk, and whether the upgrade may go ahead."""
-    added, removed, changed = operator_changes(doc)
+    `terraform plan` comment bots: what changes, what is at risk, and whether the upgrade may go ahead
+    (`operators not mapped` when Flink refuses the savepoint before mapping any operator)."""
+    changes = operator_changes(doc)
     risky = at_risk_bytes(doc)
     verdict = Verdict(doc["verdict"])
     if verdict.blocks:
@@ -202,4 +206,9 @@ def summary_line(doc: Mapping[str, Any]) -> str:
         outcome = "SAFE" + ("" if doc.get("state_types_compared", True) else f" ({TYPES_NOT_COMPARED})")
     risk = (f"state at risk {human_bytes(sum(risky.values()))} in {len(risky)} operator"
             f"{'' if len(risky) == 1 else 's'}" if risky else "no state at risk")
-    return f"operators +{added} \u2212{removed} ~{changed} \u00b7 {risk} \u00b7 {outcome}"
+    if changes is None:
+        counted = "operators not mapped"
+    else:
+        added, removed, changed = changes
+        counted = f"operators +{added} \u2212{removed} ~{changed}"
+    return f"{counted} \u00b7 {risk} \u00b7 {outcome}"

@@ -61,7 +61,8 @@ def _result(r: Risk, index: int, file: str | None) -> dict[str, Any]:
     where = f"{r.label} [{r.operator_id}]: " if r.operator_id else ""
     result: dict[str, Any] = {
         "ruleId": r.rule, "ruleIndex": index, "level": "error" if r.verdict.blocks else r.level,
-        "message": {"text": f"{where}{r.message}" + (f"\n{r.details}" if r.details != r.message else "")},
+        "message": {"text": f"{where}{r.message}"
+                    + (f"\n{r.details}" if r.details and r.details != r.message else "")},
         "partialFingerprints": {FINGERPRINT: fingerprint(r)},
         "properties": {"verdict": str(r.verdict), "operator_id": r.operator_id, "operator": r.name,
                        "state_names": list(r.state_names), "bytes": r.nbytes, "role": r.role,
