@@ -54,10 +54,11 @@ def _at_risk_rows(doc: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     rows: dict[str, tuple[Any, ...]] = {}
     for m in doc["misrouted"]:
         writer = (m.get("writer") or {}).get("name") or "?"
+        why = m["evidence"][0] if m["evidence"] else m["detected_by"]
+        what = ("restored under another meaning" if m["detected_by"] == "sql-meaning"
+                else f"misrouted: restored into '{(m.get('receiver') or {}).get('name') or '?'}'")
         rows[m["operator_id"]] = (m["name"] or writer, _code(m["operator_id"]), ", ".join(m["state_names"]),
-                                  m.get("role") or "", human_bytes(risky[m["operator_id"]]),
-                                  f"misrouted: restored into '{(m.get('receiver') or {}).get('name') or '?'}' "
-                                  f"({m['evidence'][0] if m['evidence'] else m['detected_by']})")
+                                  m.get("role") or "", human_bytes(risky[m["operator_id"]]), f"{what} ({why})")
     for x in doc["losses"]:
         if x["operator_id"] not in rows:
             rows[x["operator_id"]] = (x["name"] or "", _code(x["operator_id"]), ", ".join(x["state_names"]),
@@ -141,7 +142,7 @@ def render_markdown(doc: Mapping[str, Any], offer: Mapping[str, Any] | None = No
                 break
             shown.append(line)
             budget -= len(line) + 1
-        tail += ["", "### Warnings", "", *shown]
+        tail += [*([""] if tail and tail[-1] else []), "### Warnings", "", *shown]
         if len(shown) < len(warnings):
             tail.append(f"- *{len(warnings) - len(shown)} more warning(s) not shown*")
     text = "\n".join((*head, *body, *tail)).rstrip() + "\n"

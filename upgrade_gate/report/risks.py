@@ -103,11 +103,12 @@ def risks(doc: Mapping[str, Any]) -> list[Risk]:
     for m in doc["misrouted"]:
         writer = (m.get("writer") or {}).get("name") or "?"
         receiver = (m.get("receiver") or {}).get("name") or "?"
-        what = f"written by '{writer}', restored into '{receiver}'"
-        out.append(Risk("sql-meaning-changed" if m["detected_by"] == "sql-meaning" else "state-misrouted",
-                        Verdict.STATE_MISROUTED, m["operator_id"], m["name"] or writer, tuple(m["state_names"]),
-                        int(m["bytes"]), m.get("role"), f"restored into the wrong operator ({what})",
-                        f"restored into the wrong operator ({what})", _details("\n".join(m["evidence"]), m)))
+        meaning = m["detected_by"] == "sql-meaning"
+        said = (f"restored into '{receiver}' under another meaning" if meaning
+                else f"restored into the wrong operator (written by '{writer}', restored into '{receiver}')")
+        out.append(Risk("sql-meaning-changed" if meaning else "state-misrouted", Verdict.STATE_MISROUTED,
+                        m["operator_id"], m["name"] or writer, tuple(m["state_names"]), int(m["bytes"]),
+                        m.get("role"), said, said, _details("\n".join(m["evidence"]), m)))
     for d in doc["schema_changes"]:
         changes = "; ".join(f"{c['path'] + ': ' if c['path'] else ''}{c['change']} ({c['old']} -> {c['new']})"
                             for c in d["changes"])
