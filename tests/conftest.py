@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,12 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 FLINK_FIXTURES = TESTS / "fixtures" / "flink"
 FLINK_RELEASES = ("1.20.5", "2.3.0")
+
+# `upgrade-gate check` prints GitHub workflow commands by default inside GitHub Actions (docs/guide.md, "In a pull
+# request") and appends to $GITHUB_STEP_SUMMARY: tests that mean the terminal table must get it wherever they run.
+# The tests of that default set these variables themselves (tests/cli/test_check_formats.py).
+for _name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
+    os.environ.pop(_name, None)
 
 
 def graph_fixture_files() -> list[Path]:

@@ -43,7 +43,7 @@ def _loaded(tmp_path: Path, fmt: str) -> tuple[int, set[str]]:
     return seen["code"], set(seen["modules"])
 
 
-@pytest.mark.parametrize("fmt", ["json", "table", "html"])
+@pytest.mark.parametrize("fmt", ["json", "table", "html", "markdown", "github", "junit", "sarif"])
 def test_a_local_check_loads_no_other_command_and_no_network_stack(tmp_path: Path, fmt: str) -> None:
     code, modules = _loaded(tmp_path, fmt)
     assert code == 0 and (tmp_path / f"report.{fmt}").stat().st_size > 0  # the check itself still works
@@ -51,6 +51,10 @@ def test_a_local_check_loads_no_other_command_and_no_network_stack(tmp_path: Pat
     assert not modules & never, sorted(modules & never)
     assert ("rich" in modules) == (fmt == "table"), "Rich is for tables only"
     assert ("jinja2" in modules) == (fmt == "html"), "Jinja2 is for the HTML report only"
+    assert ("junitparser" in modules) == (fmt == "junit"), "junitparser is for JUnit XML only"
+    for renderer in ("markdown", "github", "junit", "sarif"):  # each format's renderer for it only (without
+        # $GITHUB_STEP_SUMMARY, which the conftest clears, github writes no markdown)
+        assert (f"upgrade_gate.report.{renderer}" in modules) == (fmt == renderer), renderer
 
 
 def test_help_still_lists_every_command() -> None:

@@ -32,6 +32,10 @@ from upgrade_gate.vocabulary import (
 )
 
 NAME = "check"
+FORMATS = ("table", "json", "html", "markdown", "github", "junit", "sarif")
+# `check --format json`'s "schema_version": raised when a field is renamed or removed
+# (docs/schemas/check-result.schema.json describes version 1)
+SCHEMA_VERSION = "1"
 HELP = (f"simulate restoring SAVEPOINT into the job GRAPH as Flink would: {', '.join(Verdict.mildest_first())}, "
         f"with the operators, state names and bytes at risk and the smallest fix")
 
@@ -73,7 +77,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting the new job gets, as `flink run -D` (repeatable); checked like "
                              "--flink-config")
-    parser.add_argument("--format", choices=("table", "json", "html"), default="table")
+    parser.add_argument("--format", choices=FORMATS, default=None,
+                        help="table (default; github when GITHUB_ACTIONS=true), json, html, or for a pull request: "
+                             "markdown (a comment), github (workflow annotations; appends markdown to "
+                             "$GITHUB_STEP_SUMMARY), junit (JUnit XML), sarif (SARIF 2.1.0, code scanning)")
     parser.add_argument("--output", "-o", default=None, help="write the report to this file instead of stdout")
 
 
@@ -189,17 +196,53 @@ def run(args: argparse.Namespace) -> int:
             # the resource's flinkConfiguration is the new job's configuration; -D overrides it
             settings=(*(settings.flink_configuration.items() if settings else ()), *parse_settings(args.dynamic))))
     offer = repair_offer(res, savepoint, graph, old, args, flink_version)
-    if args.format == "json":
-        text = json.dumps({**res.to_json(), "repair": offer}, indent=2) + "\n"
-    elif args.format == "html":  # Jinja2 for the HTML report only, Rich for a table only (test_check_imports)
-        from upgrade_gate.report.html import render_html
-        text = render_html(res, new_graph=graph, old_graph=old, states=_report_states(res), repair=offer)
-    else:
-        from upgrade_gate.report.check_table import render_table
-        text = render_table(res, offer)
+    fmt = args.format or default_format()
+    text = _render(fmt, res, offer, graph, old, annotated=args.graph or args.deployment)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+        _write(args.output, text, "w")
     else:
-        sys.stdout.write(_coloured(text) if args.format == "table" else text)
+        sys.stdout.write(_coloured(text) if fmt == "table" else text)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if fmt == "github" and summary:  # the job's summary page: the comment a reviewer would read
+        from upgrade_gate.report.markdown import render_markdown
+        _write(summary, render_markdown({**res.to_json(), "repair": offer}, offer), "a")
     return 0 if res.verdict is Verdict.SAFE else 1
+
+
+def default_format() -> str:
+    """github inside GitHub Actions (which sets GITHUB_ACTIONS=true in every step), else the terminal table."""
+    return "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "table"
+
+
+def _render(fmt: str, res: CheckResult, offer: dict[str, Any] | None, graph: Any, old: Any, annotated: str) -> str:
+    """The report in `fmt`. Each renderer's module (and its library) is imported only for its format:
+    Jinja2 for HTML, Rich for a table, junitparser for JUnit (tests/cli/test_check_imports.py)."""
+    doc = {"schema_version": SCHEMA_VERSION, **res.to_json(), "repair": offer}
+    if fmt == "json":
+        return json.dumps(doc, indent=2) + "\n"
+    if fmt == "html":
+        from upgrade_gate.report.html import render_html
+        return render_html(res, new_graph=graph, old_graph=old, states=_report_states(res), repair=offer)
+    if fmt == "markdown":
+        from upgrade_gate.report.markdown import render_markdown
+        return render_markdown(doc, offer)
+    if fmt == "github":
+        from upgrade_gate.report.github import render_github
+        return render_github(doc, annotated)
+    if fmt == "junit":
+        from upgrade_gate.report.junit import render_junit
+        return render_junit(doc)
+    if fmt == "sarif":
+        from upgrade_gate.report.sarif import render_sarif
+        return json.dumps(render_sarif(doc, annotated), indent=2) + "\n"
+    from upgrade_gate.report.check_table import render_table
+    return render_table(res, offer)
+
+
+def _write(path: str, text: str, mode: str) -> None:
+    """Write (`w`) or append (`a`) a report; a path that cannot be written is bad input (exit 2), named."""
+    try:
+        with open(path, mode, encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
