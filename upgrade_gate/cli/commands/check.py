@@ -6,9 +6,11 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from hashing.errors import InputError
+from hashing.readers import LoadedGraph
 from hashing.versions import FlinkVersion
 from upgrade_gate.cli.commands.graph_args import graph_named, load_with_notes
 from upgrade_gate.flink.metadata import CheckpointMetadata
@@ -36,6 +38,10 @@ HELP = (f"simulate restoring SAVEPOINT into the job GRAPH as Flink would: {', '.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--manifest", default=None, metavar="JOBS.yaml",
+                        help="check many jobs: a manifest listing each job's graph and savepoint (or a directory "
+                             "holding upgrade-gate.jobs.yaml); a summary table or JSON, exit code of the worst "
+                             "verdict (docs/guide.md, \"In CI\")")
     parser.add_argument("--savepoint", default=None, help=SYNTAX_HELP)
     parser.add_argument("--graph", default=None,
                         help="the new job's graph spec (JSON/YAML) or execution plan (with --deployment: default "
@@ -146,7 +152,23 @@ def read_savepoint(spec: str) -> Any:
     return loaded.metadata
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class JobCheck:
+    """One job checked: the result, the repair offer and the graphs as read (the HTML report draws them)."""
+
+    result: CheckResult
+    offer: dict[str, Any] | None
+    graph: LoadedGraph
+    old: LoadedGraph | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `check --format json` document (docs/design.md, Contracts)."""
+        return {**self.result.to_json(), "repair": self.offer}
+
+
+def check_job(args: argparse.Namespace) -> JobCheck:
+    """Read what `args` names and check it: the one path of a single check and of each job of a manifest
+    (`upgrade_gate/cli/commands/check_manifest.py`)."""
     settings = (k8s_operator.job_settings(k8s_operator.load_resources(args.deployment))
                 if args.deployment else None)
     if settings is None and (args.jar or not args.graph):
@@ -175,18 +197,32 @@ def run(args: argparse.Namespace) -> int:
             new_job_savepoint=args.new_job_savepoint, flink_config=args.flink_config,
             # the resource's flinkConfiguration is the new job's configuration; -D overrides it
             settings=(*(settings.flink_configuration.items() if settings else ()), *parse_settings(args.dynamic))))
-    offer = repair_offer(res, savepoint, graph, old, args, flink_version)
+    return JobCheck(res, repair_offer(res, savepoint, graph, old, args, flink_version), graph, old)
+
+
+def write_output(text: str, args: argparse.Namespace) -> None:
+    """To `--output`, or stdout (a table's verdict line coloured on a terminal)."""
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(_coloured(text) if args.format == "table" else text)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.manifest:  # many jobs: its own module, loaded only then
+        from upgrade_gate.cli.commands.check_manifest import run_manifest
+
+        return run_manifest(args)
+    job = check_job(args)
+    res, offer, graph, old = job.result, job.offer, job.graph, job.old
     if args.format == "json":
-        text = json.dumps({**res.to_json(), "repair": offer}, indent=2) + "\n"
+        text = json.dumps(job.to_json(), indent=2) + "\n"
     elif args.format == "html":  # Jinja2 for the HTML report only, Rich for a table only (test_check_imports)
         from upgrade_gate.report.html import render_html
         text = render_html(res, new_graph=graph, old_graph=old, states=_report_states(res), repair=offer)
     else:
         from upgrade_gate.report.check_table import render_table
         text = render_table(res, offer)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(_coloured(text) if args.format == "table" else text)
+    write_output(text, args)
     return 0 if res.verdict is Verdict.SAFE else 1
