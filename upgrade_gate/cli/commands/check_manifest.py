@@ -87,7 +87,7 @@ def _resolved(value: str, base: Path, key: str) -> str:
         value = value[len(prefix):]
     if "://" in value or value.startswith(("file:", *discovery.FLINK_REST)) or os.path.isabs(value):
         return prefix + value
-    return prefix + str(base / value)
+    return prefix + os.path.normpath(base / value)
 
 
 def _settings(value: Any, where: str) -> list[str]:
