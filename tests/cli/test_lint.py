@@ -26,20 +26,30 @@ def _savepoint_of(case: Path) -> Path:
 
 
 @pytest.mark.parametrize("release", ["1.20.5", "2.3.0"])
-def test_a_uidless_source_is_flagged_with_the_id_its_savepoint_uses(cli, release: str) -> None:
+def test_uidless_stateful_operators_are_flagged_with_the_ids_their_savepoint_uses(cli, release: str) -> None:
     case = RESTORES / release / "identical-no-uids"
     graph = case / "graph-a.json"
     p = cli("lint", str(graph), "--flink-version", release.rsplit(".", 1)[0], "--format", "json")
     assert p.returncode == 1, p.stderr
-    (found,) = json.loads(p.stdout)["graphs"][0]["unpinned"]
-    assert found["name"] == "Source: numbers" and "SourceReaderState" in found["why"]
-    assert found["operator_id"] in _state_ids(_savepoint_of(case))
+    source, keyed = json.loads(p.stdout)["graphs"][0]["unpinned"]
+    assert source["name"] == "Source: numbers" and "SourceReaderState" in source["why"]
+    assert keyed["name"] == "keyed" and "keyBy" in keyed["why"]
     ids = json.loads(cli("ids", str(graph), "--flink-version", release.rsplit(".", 1)[0], "--format", "json").stdout)
-    assert found["operator_id"] == next(n["generated_id"] for n in ids["nodes"] if n["name"] == "Source: numbers")
+    for found in (source, keyed):
+        assert found["operator_id"] in _state_ids(_savepoint_of(case))
+        assert found["operator_id"] == next(n["generated_id"] for n in ids["nodes"] if n["name"] == found["name"])
     table = cli("lint", str(graph), "--flink-version", release.rsplit(".", 1)[0])
     assert table.returncode == 1
-    assert f"{graph}: node {found['node_id']} 'Source: numbers' keeps state without a uid" in table.stdout
-    assert found["operator_id"] in table.stdout and "1 stateful operator(s) without a uid in 1 graph(s)" in table.stdout
+    assert f"{graph}: node {source['node_id']} 'Source: numbers' keeps state without a uid" in table.stdout
+    assert source["operator_id"] in table.stdout and keyed["operator_id"] in table.stdout
+    assert "2 stateful operator(s) without a uid in 1 graph(s)" in table.stdout
+
+
+def test_a_keyed_operator_that_lost_its_uid_is_flagged(cli) -> None:
+    """`uid-removed`: the change real Flink refuses the savepoint for (RESTORE_FAILS) is caught without one."""
+    p = cli("lint", str(RESTORES / "2.3.0" / "uid-removed" / "graph-b.json"), "--format", "json")
+    assert p.returncode == 1, p.stderr
+    assert [u["name"] for u in json.loads(p.stdout)["graphs"][0]["unpinned"]] == ["keyed"]
 
 
 def test_a_sql_aggregate_is_flagged(cli) -> None:

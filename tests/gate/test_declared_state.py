@@ -34,15 +34,17 @@ def test_every_operator_called_stateful_holds_state_in_the_savepoint_its_job_wro
 
 
 def test_the_signs_cover_sources_and_sql_operators_of_the_fixtures() -> None:
-    """Not vacuous: both the FLIP-27 and the SQL sign name operators the real savepoints hold state for."""
+    """Not vacuous: the FLIP-27, SQL and keyed signs each name operators the real savepoints hold state for."""
     reasons = {stateful_reason(side, n.id) or "" for s in WRITERS
                for side in [side_of(load_graph(s.dir / "graph-a.json"))] for n in side.graph.nodes}
     assert any(r.startswith("a FLIP-27 source") for r in reasons)
     assert any(r.startswith("a SQL operator") for r in reasons)
+    assert any(r.startswith("a keyed input") for r in reasons)
 
 
 def test_a_uid_or_a_uid_hash_pins_the_state() -> None:
-    """`identical` gives every operator a uid: nothing is unpinned; `identical-no-uids` leaves its source bare."""
+    """`identical` gives every operator a uid: nothing is unpinned; `identical-no-uids` leaves its source and its
+    keyed operator bare."""
     for release in ("1.20.5", "2.3.0"):
         pinned = next(s for s in WRITERS if s.release == release and s.name == "identical")
         side = side_of(load_graph(pinned.dir / "graph-a.json"))
@@ -50,4 +52,4 @@ def test_a_uid_or_a_uid_hash_pins_the_state() -> None:
         bare = next(s for s in WRITERS if s.release == release and s.name == "identical-no-uids")
         side = side_of(load_graph(bare.dir / "graph-a.json"))
         assert [u.name for u in unpinned_stateful(side, compute_operator_ids(side.graph, "v2", bare.flink_version))
-                ] == ["Source: numbers"]
+                ] == ["Source: numbers", "keyed"]
