@@ -211,9 +211,9 @@ def write_output(text: str, args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.manifest:  # many jobs: its own module, loaded only then
-        from upgrade_gate.cli.commands.check_manifest import run_manifest
+        from upgrade_gate.cli.commands.check_manifest import SingleCheck, run_manifest
 
-        return run_manifest(args)
+        return run_manifest(args, SingleCheck(add_arguments, check_job, write_output))
     job = check_job(args)
     res, offer, graph, old = job.result, job.offer, job.graph, job.old
     if args.format == "json":

@@ -2,10 +2,10 @@
 
 A CI pipeline or a platform team gates every job of a repository in one call (docs/guide.md, "In CI"). Each job
 entry spells `check`'s own options, under the same names, and is turned into `check`'s own arguments: the same
-parser validates it and `check.check_job` (the single check's path) judges it, so a job gets the same verdict in a
-manifest as alone. The manifest is read and validated whole before any job runs (a typo fails the run at once, as
-one line naming the file and the entry); a job whose *input* is bad (a missing savepoint) is reported by name and
-the others are still checked.
+parser validates it and `check.check_job` (the single check's path, lent as `SingleCheck`) judges it, so a job
+gets the same verdict in a manifest as alone. The manifest is read and validated whole before any job runs (a
+typo fails the run at once, as one line naming the file and the entry); a job whose *input* is bad (a missing
+savepoint) is reported by name and the others are still checked.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hashing.documents import Limits, read_document
 from hashing.errors import InputError, describe
-from upgrade_gate.cli.commands import check as single
 from upgrade_gate.storage import discovery
 from upgrade_gate.vocabulary import Verdict
 
@@ -39,6 +39,16 @@ EXIT_BAD_INPUT = 2
 
 
 @dataclass(frozen=True)
+class SingleCheck:
+    """What `check` lends a manifest run (`upgrade_gate/cli/commands/check.py` passes its own functions, so this
+    module never imports it back): its arguments, its one-job path and its output writer."""
+
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    check_job: Callable[[argparse.Namespace], Any]  # -> check.JobCheck (`.result`, `.to_json()`)
+    write_output: Callable[[str, argparse.Namespace], None]
+
+
+@dataclass(frozen=True)
 class ManifestJob:
     """One entry: its name and the `check` arguments it stands for, already parsed."""
 
@@ -51,7 +61,7 @@ class JobOutcome:
     """A job checked (`check`), or refused as bad input (`error`: the one line a single check would print)."""
 
     name: str
-    check: single.JobCheck | None = None
+    check: Any = None  # check.JobCheck
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -125,7 +135,8 @@ def _argv(entry: dict[str, Any], base: Path, where: str) -> list[str]:
     return argv
 
 
-def read_manifest(given: str) -> tuple[Path, list[ManifestJob]]:
+def read_manifest(given: str, add_arguments: Callable[[argparse.ArgumentParser], None]
+                  ) -> tuple[Path, list[ManifestJob]]:
     """Every job of the manifest, validated: a bad entry raises `InputError` naming the file and the entry."""
     path = manifest_path(given)
     doc = read_document(path, what=WHAT, limits=LIMITS, yaml_first=True)
@@ -133,7 +144,7 @@ def read_manifest(given: str) -> tuple[Path, list[ManifestJob]]:
     if not isinstance(entries, list) or not entries:
         raise InputError(f"{path}: expected a non-empty list of jobs under 'jobs:'")
     parser = _EntryParser(prog="upgrade-gate check", add_help=False)
-    single.add_arguments(parser)
+    add_arguments(parser)
     jobs: list[ManifestJob] = []
     seen: set[str] = set()
     for i, entry in enumerate(entries):
@@ -161,12 +172,12 @@ def read_manifest(given: str) -> tuple[Path, list[ManifestJob]]:
     return path, jobs
 
 
-def _check_each(jobs: list[ManifestJob]) -> list[JobOutcome]:
+def _check_each(jobs: list[ManifestJob], check_job: Callable[[argparse.Namespace], Any]) -> list[JobOutcome]:
     """Each job through the single check's path; bad input stops that job only, named on stderr as it happens."""
     outcomes = []
     for job in jobs:
         try:
-            outcomes.append(JobOutcome(job.name, check=single.check_job(job.args)))
+            outcomes.append(JobOutcome(job.name, check=check_job(job.args)))
         except InputError as exc:
             print(f"upgrade-gate: error: job {job.name}: {exc}", file=sys.stderr)
             outcomes.append(JobOutcome(job.name, error=str(exc)))
@@ -179,7 +190,7 @@ def worst(outcomes: list[JobOutcome]) -> Verdict | None:
     return max(verdicts, key=lambda v: v.severity) if verdicts else None
 
 
-def run_manifest(args: argparse.Namespace) -> int:
+def run_manifest(args: argparse.Namespace, single: SingleCheck) -> int:
     """`check --manifest`: exit 0 only when every job is SAFE, 2 when any job's input is bad, else 1."""
     given = [f"--{k.replace('_', '-')}" for k in ("savepoint", "graph", "old_graph", "deployment", "current", "jar")
              if getattr(args, k)] + (["-D"] if args.dynamic else [])
@@ -187,8 +198,8 @@ def run_manifest(args: argparse.Namespace) -> int:
         raise InputError(f"--manifest names every job's inputs itself; {given[0]} belongs in the manifest's entries")
     if args.format == "html":
         raise InputError("--manifest writes a summary table or JSON; --format html reports one job (check it alone)")
-    _, jobs = read_manifest(args.manifest)
-    outcomes = _check_each(jobs)
+    _, jobs = read_manifest(args.manifest, single.add_arguments)
+    outcomes = _check_each(jobs, single.check_job)
     verdict = worst(outcomes)
     if args.format == "json":
         text = json.dumps({"jobs": [o.to_json() for o in outcomes], "verdict": verdict}, indent=2) + "\n"
