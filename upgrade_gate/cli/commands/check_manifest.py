@@ -25,6 +25,7 @@ from upgrade_gate.storage import discovery
 from upgrade_gate.vocabulary import Verdict
 
 MANIFEST_NAME = "upgrade-gate.jobs.yaml"  # what `--manifest DIR` looks for
+MANIFEST_FORMATS = ("table", "json")  # a summary of many jobs; the other formats describe one check
 WHAT = "a jobs manifest (docs/guide.md, \"In CI\")"
 LIMITS = Limits(max_bytes=4 * 1024 * 1024, max_depth=10)
 # manifest key -> `check` option; the ones naming files are resolved against the manifest's directory
@@ -196,8 +197,9 @@ def run_manifest(args: argparse.Namespace, single: SingleCheck) -> int:
              if getattr(args, k)] + (["-D"] if args.dynamic else [])
     if given:
         raise InputError(f"--manifest names every job's inputs itself; {given[0]} belongs in the manifest's entries")
-    if args.format == "html":
-        raise InputError("--manifest writes a summary table or JSON; --format html reports one job (check it alone)")
+    if args.format not in MANIFEST_FORMATS:
+        raise InputError(f"--manifest writes {' or '.join(MANIFEST_FORMATS)}; --format {args.format} reports one job "
+                         "(check it alone)")
     _, jobs = read_manifest(args.manifest, single.add_arguments)
     outcomes = _check_each(jobs, single.check_job)
     verdict = worst(outcomes)
