@@ -57,6 +57,7 @@ def test_each_job_gets_exactly_its_single_check_json_and_the_worst_verdict(cli, 
     assert p.returncode == 1, p.stderr
     doc = json.loads(p.stdout)
     assert [j["name"] for j in doc["jobs"]] == ["orders", "payments", "fraud"]
+    assert all(j["error"] is None for j in doc["jobs"])
     assert doc["verdict"] == "RESTORE_FAILS"
     alone = [("--graph", str(SAFE_GRAPH), "--savepoint", str(SP), "--flink-version", "2.3"),
              ("--graph", str(BLOCKED_GRAPH), "--savepoint", str(SP)),
@@ -122,6 +123,7 @@ jobs:
     ("jobs:\n  - {name: a, graph: g.json, savepoint: sp, allow_non_restored_state: yes please}\n",
      "jobs[0] (a): allow_non_restored_state: expected true or false"),
     ("jobs: [\n", "invalid YAML"),
+    ("job:\n  - {name: a, graph: g.json, savepoint: sp}\n", "unknown key 'job' (a manifest holds 'jobs:')"),
 ])
 def test_a_bad_manifest_exits_2_with_one_line_naming_the_file_and_the_entry(cli, tmp_path: Path, body: str,
                                                                             says: str) -> None:

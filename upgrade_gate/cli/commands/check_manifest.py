@@ -66,9 +66,8 @@ class JobOutcome:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        if self.check is None:
-            return {"name": self.name, "result": None, "error": self.error}
-        return {"name": self.name, "result": self.check.to_json()}
+        return {"name": self.name, "result": self.check.to_json() if self.check is not None else None,
+                "error": self.error}
 
 
 class _EntryParser(argparse.ArgumentParser):
@@ -141,6 +140,8 @@ def read_manifest(given: str, add_arguments: Callable[[argparse.ArgumentParser],
     """Every job of the manifest, validated: a bad entry raises `InputError` naming the file and the entry."""
     path = manifest_path(given)
     doc = read_document(path, what=WHAT, limits=LIMITS, yaml_first=True)
+    if isinstance(doc, dict) and set(doc) - {"jobs"}:
+        raise InputError(f"{path}: unknown key {sorted(map(str, set(doc) - {'jobs'}))[0]!r} (a manifest holds 'jobs:')")
     entries = doc.get("jobs") if isinstance(doc, dict) else doc
     if not isinstance(entries, list) or not entries:
         raise InputError(f"{path}: expected a non-empty list of jobs under 'jobs:'")
