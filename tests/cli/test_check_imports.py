@@ -29,7 +29,8 @@ with open(sys.argv[1], "w") as f:
 NEVER_FOR_A_LOCAL_CHECK = ("http.client", "ssl", "flink_bridge.exporter", "upgrade_gate.repair.run",
                            "upgrade_gate.cli.commands.repair", "upgrade_gate.cli.commands.export",
                            "upgrade_gate.cli.commands.inspect", "upgrade_gate.cli.commands.ids",
-                           "upgrade_gate.cli.commands.mapping", "upgrade_gate.cli.commands.deployment")
+                           "upgrade_gate.cli.commands.mapping", "upgrade_gate.cli.commands.deployment",
+                           "upgrade_gate.cli.commands.lint", "upgrade_gate.cli.commands.check_manifest")
 
 
 def _loaded(tmp_path: Path, fmt: str) -> tuple[int, set[str]]:
@@ -60,5 +61,5 @@ def test_a_local_check_loads_no_other_command_and_no_network_stack(tmp_path: Pat
 def test_help_still_lists_every_command() -> None:
     done = subprocess.run([sys.executable, "-m", "upgrade_gate.cli.main", "--help"], cwd=REPO, capture_output=True,
                           text=True, check=True)
-    for name in ("ids", "inspect", "mapping", "check", "repair", "export"):
+    for name in ("ids", "inspect", "mapping", "check", "lint", "repair", "export"):
         assert f"    {name} " in done.stdout or f"    {name}\n" in done.stdout, done.stdout

@@ -39,7 +39,7 @@ from upgrade_gate.vocabulary import Verdict
 _PLANNER_COUNTER = re.compile(r"\[\d+\]")
 
 
-def _state_names(value: Any) -> tuple[str, ...] | None:
+def declared_state_names(value: Any) -> tuple[str, ...] | None:
     """`state` of a spec node: ["name", ...], [{"name": .., "kind": ..}, ...] or {"name": "kind"}."""
     if value is None:
         return None
@@ -61,7 +61,7 @@ def profile(side: GraphSide, nid: int) -> dict[str, Any]:
     g, n = side.graph, side.graph.by_id[nid]
     ex = side.extras.get(nid, {})
     return {"name": n.name, "uid": n.uid, "factory": str(n.factory), "factory_class": ex.get("factory_class"),
-            "kind": ex.get("kind"), "state": _state_names(ex.get("state")), "key_type": ex.get("key_type"),
+            "kind": ex.get("kind"), "state": declared_state_names(ex.get("state")), "key_type": ex.get("key_type"),
             "keyed_input": side.keyed(nid),
             "inputs": tuple(sorted(f"{g.by_id[e.source].name} ({e.partitioner})" for e in g.in_edges[nid])),
             "outputs": tuple(sorted(f"{g.by_id[e.target].name} ({e.partitioner})" for e in g.out_edges[nid]))}

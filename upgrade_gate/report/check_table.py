@@ -92,12 +92,19 @@ def render_table(res: CheckResult, offer: dict[str, Any] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def operators_at_risk(losses: list[dict[str, Any]], misrouted: list[dict[str, Any]]) -> dict[str, int]:
+    """Operator ID -> bytes at risk, from a check's `losses[]` and `misrouted[]` JSON rows: a misrouted state
+    usually is a loss too, so its bytes count once (the plan line and `check --manifest`'s summary agree)."""
+    at_risk: dict[str, int] = {}
+    for x in (*losses, *misrouted):
+        at_risk[x["operator_id"]] = max(at_risk.get(x["operator_id"], 0), int(x.get("bytes") or 0))
+    return at_risk
+
+
 def plan_line(res: CheckResult) -> str:
     """The last line, as `terraform plan` ends: what happens to every operator's state, the bytes at risk, and
     whether the upgrade may go ahead. A misrouted state usually is a loss too: its bytes count once."""
-    at_risk: dict[str, int] = {}
-    for x in (*res.losses, *res.misrouted):
-        at_risk[x["operator_id"]] = max(at_risk.get(x["operator_id"], 0), int(x.get("bytes") or 0))
+    at_risk = operators_at_risk(res.losses, res.misrouted)
     kept = sum(1 for o in res.operators if o["state_bytes"] and o["matched_by"] != "none"
                and o["operator_id"] not in at_risk)
     new = sum(1 for o in res.operators if o.get("note", "").startswith("new operator"))

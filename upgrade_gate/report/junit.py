@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from junitparser import Failure, JUnitXml, TestCase, TestSuite
+from junitparser import Error, Failure, JUnitXml, TestCase, TestSuite
 
 from upgrade_gate.report.risks import RULES, Risk, by_operator, risks, summary_line
 
-__all__ = ["render_junit"]
+__all__ = ["render_junit", "render_junit_jobs"]
 
 
 def _case(name: str, classname: str, group: list[Risk] | None) -> TestCase:
@@ -31,11 +31,11 @@ def _case(name: str, classname: str, group: list[Risk] | None) -> TestCase:
     return case
 
 
-def render_junit(doc: Mapping[str, Any]) -> str:
-    """The JUnit XML document for a check's JSON document `doc`."""
+def _suite(doc: Mapping[str, Any], name: str | None = None) -> TestSuite:
+    """One check's test suite, named `name` (a manifest's job) or after the new job's graph."""
     found = risks(doc)
     groups = {g[0].operator_id: g for g in by_operator(found)}
-    job = doc["graph"]
+    job = name or doc["graph"]
     suite = TestSuite(job)
     suite.add_property("verdict", str(doc["verdict"]))
     suite.add_property("summary", summary_line(doc))
@@ -57,11 +57,38 @@ def render_junit(doc: Mapping[str, Any]) -> str:
         if oid not in seen:
             suite.add_testcase(_case(f"savepoint operator {group[0].label} [{oid}]", job, group))
     suite.update_statistics()
+    return suite
+
+
+def _document(suites: list[TestSuite]) -> str:
     xml = JUnitXml("upgrade-gate check")
-    xml.add_testsuite(suite)
+    for suite in suites:
+        xml.add_testsuite(suite)
     xml.update_statistics()
     body = xml.tostring()
     text = body.decode("utf-8") if isinstance(body, bytes) else str(body)
     if not text.startswith("<?xml"):
         text = '<?xml version="1.0" encoding="utf-8"?>\n' + text
     return text + "\n"
+
+
+def render_junit(doc: Mapping[str, Any]) -> str:
+    """The JUnit XML document for a check's JSON document `doc`."""
+    return _document([_suite(doc)])
+
+
+def render_junit_jobs(jobs: list[tuple[str, Mapping[str, Any] | None, str | None]]) -> str:
+    """`check --manifest --format junit`: one test suite per job (name, its check's JSON, or the error that kept it
+    from being checked: an `<error>`, as CI tools show a test that could not run)."""
+    suites = []
+    for name, doc, error in jobs:
+        if doc is not None:
+            suites.append(_suite(doc, name))
+            continue
+        suite = TestSuite(name)
+        case = TestCase("input", classname=name, time=0)
+        case.result = [Error(error or "not checked", "bad input")]
+        suite.add_testcase(case)
+        suite.update_statistics()
+        suites.append(suite)
+    return _document(suites)

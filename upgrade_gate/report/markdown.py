@@ -17,7 +17,7 @@ from upgrade_gate.report.risks import at_risk_bytes, caveat, summary_line
 from upgrade_gate.report.sizes import human_bytes
 from upgrade_gate.vocabulary import Verdict
 
-__all__ = ["MARKER", "MAX_CHARS", "render_markdown"]
+__all__ = ["MARKER", "MAX_CHARS", "render_markdown", "render_markdown_jobs"]
 
 MAX_CHARS = 65_536  # GitHub's limit on an issue or pull-request comment body
 MARKER = "<!-- upgrade-gate check -->"  # lets a CI step find its earlier comment and edit it instead of adding one
@@ -147,3 +147,30 @@ def render_markdown(doc: Mapping[str, Any], offer: Mapping[str, Any] | None = No
             tail.append(f"- *{len(warnings) - len(shown)} more warning(s) not shown*")
     text = "\n".join((*head, *body, *tail)).rstrip() + "\n"
     return text if len(text) <= MAX_CHARS else text[:MAX_CHARS - 40].rsplit("\n", 1)[0] + "\n\n*(cut at the limit)*\n"
+
+
+def render_markdown_jobs(jobs: list[tuple[str, Mapping[str, Any] | None, str | None]], worst: Verdict | None) -> str:
+    """`check --manifest --format markdown`: one comment for many jobs. A table of every job's verdict and summary
+    line, then each job that is not SAFE (or could not be checked) folded in a `<details>` block with its own
+    report, while they fit in GitHub's limit."""
+    blocked = [j for j in jobs if j[1] is None or Verdict(j[1]["verdict"]).blocks]
+    head = [MARKER, f"**{len(jobs)} job(s) · {len(blocked)} not SAFE · worst: {worst or 'none checked'}**", ""]
+    rows = [(name, doc["verdict"] if doc else "bad input", summary_line(doc) if doc else error)
+            for name, doc, error in jobs]
+    table, left = _table(("job", "verdict", "summary"), rows, MAX_CHARS - _RESERVE)
+    lines = [*head, *table, *([f"\n*{left} more job(s) not shown*"] if left else []), ""]
+    used = sum(len(x) + 1 for x in lines)
+    folded = 0
+    for name, doc, error in blocked:
+        inner = render_markdown(doc, doc.get("repair")).replace(MARKER + "\n", "", 1) if doc else f"`{_cell(error)}`"
+        said = doc["verdict"] if doc else "bad input"
+        block = f"<details><summary>{_cell(name)}: {said}</summary>\n\n{inner}\n</details>\n"
+        if used + len(block) > MAX_CHARS - 200:
+            break
+        lines.append(block)
+        used += len(block) + 1
+        folded += 1
+    if folded < len(blocked):
+        lines.append(f"*{len(blocked) - folded} more job report(s) not shown: GitHub's comment limit; run "
+                     f"`upgrade-gate check --manifest ... --format json` for all.*")
+    return "\n".join(lines).rstrip() + "\n"

@@ -6,9 +6,11 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from hashing.errors import InputError
+from hashing.readers import LoadedGraph
 from hashing.versions import FlinkVersion
 from upgrade_gate.cli.commands.graph_args import graph_named, load_with_notes
 from upgrade_gate.flink.metadata import CheckpointMetadata
@@ -41,6 +43,10 @@ HELP = (f"simulate restoring SAVEPOINT into the job GRAPH as Flink would: {', '.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--manifest", default=None, metavar="JOBS.yaml",
+                        help="check many jobs: a manifest listing each job's graph and savepoint (or a directory "
+                             "holding upgrade-gate.jobs.yaml); a summary table or JSON, exit code of the worst "
+                             "verdict (docs/guide.md, \"In CI\")")
     parser.add_argument("--savepoint", default=None, help=SYNTAX_HELP)
     parser.add_argument("--graph", default=None,
                         help="the new job's graph spec (JSON/YAML) or execution plan (with --deployment: default "
@@ -165,7 +171,23 @@ def _restore_path(args: argparse.Namespace, settings: k8s_operator.JobSettings |
     return restore_path(settings.upgrade_mode, session_job=settings.session_job, flink_version_changed=changed)
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class JobCheck:
+    """One job checked: the result, the repair offer and the graphs as read (the HTML report draws them)."""
+
+    result: CheckResult
+    offer: dict[str, Any] | None
+    graph: LoadedGraph
+    old: LoadedGraph | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `check --format json` document (docs/design.md, Contracts)."""
+        return {"schema_version": SCHEMA_VERSION, **self.result.to_json(), "repair": self.offer}
+
+
+def check_job(args: argparse.Namespace) -> JobCheck:
+    """Read what `args` names and check it: the one path of a single check and of each job of a manifest
+    (`upgrade_gate/cli/commands/check_manifest.py`)."""
     settings = (k8s_operator.job_settings(k8s_operator.load_resources(args.deployment))
                 if args.deployment else None)
     if settings is None and (args.jar or not args.graph):
@@ -195,17 +217,31 @@ def run(args: argparse.Namespace) -> int:
             new_job_savepoint=args.new_job_savepoint, flink_config=args.flink_config,
             # the resource's flinkConfiguration is the new job's configuration; -D overrides it
             settings=(*(settings.flink_configuration.items() if settings else ()), *parse_settings(args.dynamic))))
-    offer = repair_offer(res, savepoint, graph, old, args, flink_version)
-    fmt = args.format or default_format()
-    text = _render(fmt, res, offer, graph, old, annotated=args.graph or args.deployment)
+    return JobCheck(res, repair_offer(res, savepoint, graph, old, args, flink_version), graph, old)
+
+
+def write_output(text: str, args: argparse.Namespace) -> None:
+    """To `--output`, or stdout (a table's verdict line coloured on a terminal)."""
     if args.output:
         _write(args.output, text, "w")
     else:
-        sys.stdout.write(_coloured(text) if fmt == "table" else text)
+        sys.stdout.write(_coloured(text) if args.format == "table" else text)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.manifest:  # many jobs: its own module, loaded only then
+        from upgrade_gate.cli.commands.check_manifest import SingleCheck, run_manifest
+
+        args.format = args.format or "table"  # a summary of many jobs, also inside GitHub Actions
+        return run_manifest(args, SingleCheck(add_arguments, check_job, write_output))
+    args.format = args.format or default_format()
+    job = check_job(args)
+    res, offer = job.result, job.offer
+    write_output(_render(args.format, job, annotated=args.graph or args.deployment), args)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if fmt == "github" and summary:  # the job's summary page: the comment a reviewer would read
+    if args.format == "github" and summary:  # the job's summary page: the comment a reviewer would read
         from upgrade_gate.report.markdown import render_markdown
-        _write(summary, render_markdown({**res.to_json(), "repair": offer}, offer), "a")
+        _write(summary, render_markdown(job.to_json(), offer), "a")
     return 0 if res.verdict is Verdict.SAFE else 1
 
 
@@ -214,10 +250,11 @@ def default_format() -> str:
     return "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "table"
 
 
-def _render(fmt: str, res: CheckResult, offer: dict[str, Any] | None, graph: Any, old: Any, annotated: str) -> str:
+def _render(fmt: str, job: JobCheck, annotated: str) -> str:
     """The report in `fmt`. Each renderer's module (and its library) is imported only for its format:
     Jinja2 for HTML, Rich for a table, junitparser for JUnit (tests/cli/test_check_imports.py)."""
-    doc = {"schema_version": SCHEMA_VERSION, **res.to_json(), "repair": offer}
+    res, offer, graph, old = job.result, job.offer, job.graph, job.old
+    doc = job.to_json()
     if fmt == "json":
         return json.dumps(doc, indent=2) + "\n"
     if fmt == "html":
