@@ -16,7 +16,7 @@ from upgrade_gate.flink.state_meta import OperatorSchemas, read_state_schemas
 from upgrade_gate.gate.config_rules import backend_of
 from upgrade_gate.gate.findings import Finding, Loss, Note, Refused, SavepointFacts, SchemaCompared, TypesNotCompared
 from upgrade_gate.gate.rules import RuleContext
-from upgrade_gate.gate.state_schema_diff import describe_diff, diff_schemas
+from upgrade_gate.gate.state_schema_diff import TtlContext, describe_diff, diff_schemas
 from upgrade_gate.gate.state_schema_rules import FIX, KryoMisread, crosses_kryo_upgrade, describe, kryo_misreads
 
 __all__ = ["kryo_upgrade_misreads", "savepoint_schemas", "schema_diff", "state_types_not_compared"]
@@ -86,9 +86,12 @@ def schema_diff(ctx: RuleContext) -> Iterator[Finding]:
                    (sim.assignment.operators.values() if sim.assignment else ()) if r.old is not None}
     else:
         baseline, candidate, mapping = second.metadata, ctx.metadata, {}
-    diffs, notes = diff_schemas(_schemas_of(baseline, ctx), _schemas_of(candidate, ctx), mapping)
-    yield from (Note(n) for n in notes)
     backend = backend_of(ctx.inputs.flink_config)
+    # a TTL switch is judged by the new job's release (release_rules.TTL_RULES, recorded same-release restores)
+    version = ctx.inputs.options.flink_version
+    ttl = TtlContext(version, backend, baseline.version == version.metadata_version)
+    diffs, notes = diff_schemas(_schemas_of(baseline, ctx), _schemas_of(candidate, ctx), mapping, ttl)
+    yield from (Note(n) for n in notes)
     sizes = {op.operator_id_hex: op.state_size for op in baseline.operator_states}
     for d in diffs:
         yield SchemaCompared(d, backend)
