@@ -33,6 +33,9 @@ Usage: python -m flink_bridge.generate_savepoints [--versions 1.20 2.0 2.3] [--c
        TtlChanges.java: job A's savepoint restored by job B with every value checked, B's own savepoint too. Kept
        under state-schemas/ttl/<release>/<backend>/<ttl>/, outcomes in state-schemas/ttl/outcomes.json: the
        scenarios upgrade_gate/gate/release_rules.py cites)
+       python -m flink_bridge.generate_savepoints --kryo-nested
+       (KryoNested.java: a Kryo-serialized non-POJO class holding an ArrayList, written by 1.20 on HashMap and
+       RocksDB, restored by 2.3 and by 1.20 with every value checked: state-schemas/kryo-nested/outcomes.json)
        python -m flink_bridge.generate_savepoints --config-checks
        (a job started on each configuration of state-schemas/config/ with 1.20 and 2.3: config/outcomes.json; and
        the ConfigOptions 2.3 removed, renamed or deprecated since 1.20: upgrade_gate/gate/flink_config_options.json)
@@ -376,6 +379,50 @@ def write_ttl_changes(versions: list[str], out: Path = TTL_CHANGE_DIR) -> Path:
     return dest
 
 
+KRYO_NESTED_DIR = STATE_SCHEMA_DIR / "kryo-nested"
+
+
+def write_kryo_nested(out: Path = KRYO_NESTED_DIR) -> Path:
+    """A Kryo-serialized non-POJO class holding an ArrayList (KryoNested.java): written by 1.20 on both backends,
+    restored by 2.3 (Kryo 2 -> 5) and, as the control, by 1.20, every key's value read back: outcomes.json."""
+    import json
+    import time
+
+    started = time.monotonic()
+    stage = WORK_DIR / "kryo-nested-stage"
+    shutil.rmtree(stage, ignore_errors=True)
+    writer, reader = STATE_SCHEMA_VERSIONS[0], STATE_SCHEMA_VERSIONS[-1]
+    for v in (writer, reader):
+        ensure_flink(release_of(v))
+    written = release_of(writer)
+    tasks = [f"write:{stage / b}:{b}:kryo-nested" for b in SCHEMA_CHANGE_BACKENDS]
+    for line in run_java(writer, "ugate.savepoints.KryoNested", tasks, timeout=900).splitlines():
+        task, _, result = line.partition("\t")
+        if task.startswith("write:"):
+            if result.startswith("ERROR"):
+                raise RuntimeError(f"{task}: {result}")
+            _keep(_local(result), out / written / task.split(":")[2], False)
+    outcomes = []
+    for target in (reader, writer):
+        tasks = [f"restore:{out / written / b}:{b}:kryo-nested" for b in SCHEMA_CHANGE_BACKENDS]
+        for line in run_java(target, "ugate.savepoints.KryoNested", tasks, timeout=900).splitlines():
+            task, _, result = line.partition("\t")
+            if not task.startswith("restore:"):
+                continue
+            if result.startswith("ERROR"):
+                raise RuntimeError(f"{task}: {result}")
+            backend = task.split(":")[2]
+            doc = json.loads(result)
+            outcomes.append({"savepoint": f"{written}/{backend}", "restored_on": release_of(target),
+                             "backend": backend, **doc})
+            print(f"[kryo-nested] {written}/{backend} on {release_of(target)}: {doc}", file=sys.stderr)
+    shutil.rmtree(stage, ignore_errors=True)
+    dest = out / "outcomes.json"
+    dest.write_text(json.dumps(outcomes, indent=1) + "\n")
+    print(f"[kryo-nested] {len(outcomes)} restores in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return dest
+
+
 CONFIG_DIR = STATE_SCHEMA_DIR / "config"
 CONFIG_TABLE = REPO_ROOT / "upgrade_gate" / "gate" / "flink_config_options.json"
 
@@ -470,11 +517,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="same-version schema changes (POJO field added/removed/retyped, Row, key) and what Flink did")
     ap.add_argument("--ttl-changes", action="store_true",
                     help="same-version State TTL changes (on, off, duration) per state kind and backend")
+    ap.add_argument("--kryo-nested", action="store_true",
+                    help="a Kryo non-POJO holding an ArrayList: written by 1.20, restored by 2.3 and 1.20")
     ap.add_argument("--config-checks", action="store_true",
                     help="start jobs on state-schemas/config/* with 1.20 and 2.3; diff the releases' ConfigOptions")
     args = ap.parse_args(argv)
     if args.config_checks:
         print(record_config_checks())
+        return 0
+    if args.kryo_nested:
+        print(write_kryo_nested())
         return 0
     if args.ttl_changes:
         versions = args.versions if args.versions != list(VERSIONS) else list(STATE_SCHEMA_VERSIONS)
