@@ -117,6 +117,8 @@ fixtures: flink
 	$(VPY) -m flink_bridge.generate_savepoints --state-schemas
 	$(VPY) -m flink_bridge.generate_savepoints --state-schema-restores
 	$(VPY) -m flink_bridge.generate_savepoints --schema-changes
+	$(VPY) -m flink_bridge.generate_savepoints --ttl-changes
+	$(VPY) -m flink_bridge.generate_savepoints --kryo-nested
 	$(VPY) -m flink_bridge.generate_savepoints --config-checks
 	$(VPY) -m flink_bridge.generate_restores
 	$(VPY) -m flink_bridge.generate_checkpoint_restores

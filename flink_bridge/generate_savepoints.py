@@ -28,6 +28,14 @@ Usage: python -m flink_bridge.generate_savepoints [--versions 1.20 2.0 2.3] [--c
        was added, removed or retyped, whose Row or RowData gained or retyped a field, or whose key type changed;
        HashMap and RocksDB; B's own savepoint from scratch too. Kept under
        state-schemas/changes/<release>/<backend>/<change>/, outcomes in state-schemas/changes/outcomes.json)
+       python -m flink_bridge.generate_savepoints --ttl-changes [--versions 1.20 2.3]
+       (State TTL turned on, turned off or its duration changed, per ValueState / ListState / MapState and backend,
+       TtlChanges.java: job A's savepoint restored by job B with every value checked, B's own savepoint too. Kept
+       under state-schemas/ttl/<release>/<backend>/<ttl>/, outcomes in state-schemas/ttl/outcomes.json: the
+       scenarios upgrade_gate/gate/release_rules.py cites)
+       python -m flink_bridge.generate_savepoints --kryo-nested
+       (KryoNested.java: a Kryo-serialized non-POJO class holding an ArrayList, written by 1.20 on HashMap and
+       RocksDB, restored by 2.3 and by 1.20 with every value checked: state-schemas/kryo-nested/outcomes.json)
        python -m flink_bridge.generate_savepoints --config-checks
        (a job started on each configuration of state-schemas/config/ with 1.20 and 2.3: config/outcomes.json; and
        the ConfigOptions 2.3 removed, renamed or deprecated since 1.20: upgrade_gate/gate/flink_config_options.json)
@@ -301,6 +309,120 @@ def write_schema_changes(versions: list[str], out: Path = SCHEMA_CHANGE_DIR) -> 
     return dest
 
 
+TTL_CHANGE_DIR = STATE_SCHEMA_DIR / "ttl"
+TTL_KINDS = ("value", "list", "map")  # TtlChanges.STATES: a ValueState, a ListState and a MapState
+# change -> (job A's TTL on every state, job B's TTL on the changed state): TtlChanges.java's `<n>d` / `off`
+TTL_CHANGES = {"off-on": ("off", "1d"), "on-off": ("1d", "off"), "duration": ("1d", "2d")}
+
+
+def ttl_scenarios() -> list[tuple[str, str, str, str]]:
+    """(scenario, change, kind, B's TTL set-up): B changes one state's TTL, the others stay as in A, so a refusal
+    names the state kind that caused it."""
+    out = []
+    for change, (before, after) in TTL_CHANGES.items():
+        for i, kind in enumerate(TTL_KINDS):
+            spec = "-".join(after if j == i else before for j in range(len(TTL_KINDS)))
+            out.append((f"ttl-{change}-{kind}", change, kind, spec))
+    return out
+
+
+def record_ttl_changes(version: str, out: Path = TTL_CHANGE_DIR) -> list[dict[str, object]]:
+    """Job A (TTL off on every state, or 1 day on every state) writes a savepoint per backend; per scenario job B
+    (one state's TTL turned on, off, or to 2 days) writes its own from scratch and restores A's, checking every
+    restored value (TtlChanges.java). One JVM per release for all 40 jobs."""
+    import json
+
+    release = release_of(version)
+    ensure_flink(release)
+    stage = WORK_DIR / "ttl-changes-stage" / release
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    bases = {before: "-".join([before] * len(TTL_KINDS)) for before, _ in TTL_CHANGES.values()}
+    specs = list(dict.fromkeys([*bases.values(), *(s for *_, s in ttl_scenarios())]))
+    tasks = [f"write:{stage / b / s}:{b}:{s}" for b in SCHEMA_CHANGE_BACKENDS for s in specs]
+    scenarios = {}
+    for b in SCHEMA_CHANGE_BACKENDS:
+        for name, change, kind, spec in ttl_scenarios():
+            task = f"restore:{stage / b / bases[TTL_CHANGES[change][0]]}:{b}:{spec}"
+            tasks.append(task)
+            scenarios[task] = (name, change, kind, bases[TTL_CHANGES[change][0]], spec)
+    outcomes: list[dict[str, object]] = []
+    for line in run_java(version, "ugate.savepoints.TtlChanges", tasks, timeout=3600).splitlines():
+        task, _, result = line.partition("\t")
+        if not task.startswith(("write:", "restore:")):
+            continue
+        if result.startswith("ERROR"):
+            raise RuntimeError(f"{task}: {result}")
+        kind_, _path, backend, spec = task.split(":", 3)
+        if kind_ == "write":
+            _keep(_local(result), out / release / backend / spec, False)
+            continue
+        name, change, kind, old_spec, new_spec = scenarios[task]
+        doc = json.loads(result)
+        outcomes.append({"scenario": name, "release": release, "backend": backend, "change": change,
+                         "state_kind": kind, "old_savepoint": f"{release}/{backend}/{old_spec}",
+                         "new_savepoint": f"{release}/{backend}/{new_spec}", **doc})
+        print(f"[ttl-changes] {release} {backend} {name}: {doc['status']} {doc['states']}", file=sys.stderr)
+    shutil.rmtree(stage, ignore_errors=True)
+    return outcomes
+
+
+def write_ttl_changes(versions: list[str], out: Path = TTL_CHANGE_DIR) -> Path:
+    import json
+    import time
+
+    started = time.monotonic()
+    outcomes = [o for v in versions for o in record_ttl_changes(v, out)]
+    dest = out / "outcomes.json"
+    dest.write_text(json.dumps(outcomes, indent=1) + "\n")
+    print(f"[ttl-changes] {len(outcomes)} restores in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return dest
+
+
+KRYO_NESTED_DIR = STATE_SCHEMA_DIR / "kryo-nested"
+
+
+def write_kryo_nested(out: Path = KRYO_NESTED_DIR) -> Path:
+    """A Kryo-serialized non-POJO class holding an ArrayList (KryoNested.java): written by 1.20 on both backends,
+    restored by 2.3 (Kryo 2 -> 5) and, as the control, by 1.20, every key's value read back: outcomes.json."""
+    import json
+    import time
+
+    started = time.monotonic()
+    stage = WORK_DIR / "kryo-nested-stage"
+    shutil.rmtree(stage, ignore_errors=True)
+    writer, reader = STATE_SCHEMA_VERSIONS[0], STATE_SCHEMA_VERSIONS[-1]
+    for v in (writer, reader):
+        ensure_flink(release_of(v))
+    written = release_of(writer)
+    tasks = [f"write:{stage / b}:{b}:kryo-nested" for b in SCHEMA_CHANGE_BACKENDS]
+    for line in run_java(writer, "ugate.savepoints.KryoNested", tasks, timeout=900).splitlines():
+        task, _, result = line.partition("\t")
+        if task.startswith("write:"):
+            if result.startswith("ERROR"):
+                raise RuntimeError(f"{task}: {result}")
+            _keep(_local(result), out / written / task.split(":")[2], False)
+    outcomes = []
+    for target in (reader, writer):
+        tasks = [f"restore:{out / written / b}:{b}:kryo-nested" for b in SCHEMA_CHANGE_BACKENDS]
+        for line in run_java(target, "ugate.savepoints.KryoNested", tasks, timeout=900).splitlines():
+            task, _, result = line.partition("\t")
+            if not task.startswith("restore:"):
+                continue
+            if result.startswith("ERROR"):
+                raise RuntimeError(f"{task}: {result}")
+            backend = task.split(":")[2]
+            doc = json.loads(result)
+            outcomes.append({"savepoint": f"{written}/{backend}", "restored_on": release_of(target),
+                             "backend": backend, **doc})
+            print(f"[kryo-nested] {written}/{backend} on {release_of(target)}: {doc}", file=sys.stderr)
+    shutil.rmtree(stage, ignore_errors=True)
+    dest = out / "outcomes.json"
+    dest.write_text(json.dumps(outcomes, indent=1) + "\n")
+    print(f"[kryo-nested] {len(outcomes)} restores in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return dest
+
+
 CONFIG_DIR = STATE_SCHEMA_DIR / "config"
 CONFIG_TABLE = REPO_ROOT / "upgrade_gate" / "gate" / "flink_config_options.json"
 
@@ -393,11 +515,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="restore the state-schema savepoints (1.20 -> 2.3 and controls) and record what Flink did")
     ap.add_argument("--schema-changes", action="store_true",
                     help="same-version schema changes (POJO field added/removed/retyped, Row, key) and what Flink did")
+    ap.add_argument("--ttl-changes", action="store_true",
+                    help="same-version State TTL changes (on, off, duration) per state kind and backend")
+    ap.add_argument("--kryo-nested", action="store_true",
+                    help="a Kryo non-POJO holding an ArrayList: written by 1.20, restored by 2.3 and 1.20")
     ap.add_argument("--config-checks", action="store_true",
                     help="start jobs on state-schemas/config/* with 1.20 and 2.3; diff the releases' ConfigOptions")
     args = ap.parse_args(argv)
     if args.config_checks:
         print(record_config_checks())
+        return 0
+    if args.kryo_nested:
+        print(write_kryo_nested())
+        return 0
+    if args.ttl_changes:
+        versions = args.versions if args.versions != list(VERSIONS) else list(STATE_SCHEMA_VERSIONS)
+        print(write_ttl_changes(versions))
         return 0
     if args.schema_changes:
         versions = args.versions if args.versions != list(VERSIONS) else list(STATE_SCHEMA_VERSIONS)

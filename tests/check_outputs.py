@@ -14,6 +14,7 @@ One file per check and format (`json`, `table`, `html`), produced the way a user
   in-flight data, claim modes;
 * every recorded state-schema pair (savepoints/state-schemas/changes) with --new-job-savepoint and the backend,
   and the same pair the other way round with --old-savepoint;
+* every recorded State TTL change (savepoints/state-schemas/ttl) the same two ways, on its own release;
 * every recorded configuration (savepoints/state-schemas/config) with --flink-config, on 1.20 and 2.3.
 
 The repository's path is replaced by `<repo>` and nothing wraps (1,000 columns), so two checkouts at different paths
@@ -80,12 +81,13 @@ def _checkpoints() -> Iterator[tuple[str, list[str]]]:
                 argv + (["--allow-non-restored-state"] if allow else []))
 
 
-def _schemas(graph: Path) -> Iterator[tuple[str, list[str]]]:
-    changes = SCHEMAS / "changes"
+def _schemas(graph: Path, kind: str = "changes") -> Iterator[tuple[str, list[str]]]:
+    changes = SCHEMAS / kind
     for o in json.loads((changes / "outcomes.json").read_text()):
         base = ["--graph", str(graph), "--flink-version", _flink(o["release"]), "-D",
                 f"state.backend.type={o['backend']}"]
-        name = f"schemas/{o['release']}/{o['backend']}/{o['change']}"
+        name = f"schemas/{o['release']}/{o['backend']}/{o['change']}" if kind == "changes" else \
+            f"{kind}/{o['release']}/{o['backend']}/{o['scenario']}"
         yield f"{name}/new-job", ["--savepoint", str(changes / o["old_savepoint"]),
                                   "--new-job-savepoint", str(changes / o["new_savepoint"]), *base]
         yield f"{name}/old", ["--savepoint", str(changes / o["new_savepoint"]),
@@ -103,7 +105,8 @@ def _configs() -> Iterator[tuple[str, list[str]]]:
 
 
 def cases(graph: Path) -> list[tuple[str, list[str]]]:
-    return [*_restores(), *_checkpoints(), *_schemas(graph), *_configs()]
+    return [*_restores(), *_checkpoints(), *_schemas(graph), *_schemas(SCHEMAS / "ttl" / "graph.json", "ttl"),
+            *_configs()]
 
 
 def _one(case: tuple[str, list[str]], out: Path, tmp: str) -> str:

@@ -34,6 +34,7 @@ FIXTURE_BOUND = {
     "bench/bench_state_meta.py": "reads tests/fixtures/savepoints/state-schemas/2.3.0",
     "bench/fleet.py": "templates from tests/fixtures/flink/2.3.0 and the 1.20.5/2.3.0 savepoints' state bytes",
     "demo/stack.py": "the demo's jobs are the committed restores/2.3.0 scenarios",
+    "upgrade_gate/gate/release_rules.py": "the TTL rules recorded on 1.20.5 and 2.3.0 (savepoints/state-schemas/ttl)",
 }
 BUILD_FILES = ("Makefile", "docker/airflow/Dockerfile", "docker/spark/Dockerfile", "docker/flink/Dockerfile",
                "docker/compose.yaml", "docker/.env.example")

@@ -129,7 +129,8 @@ def test_enum_kryo_list_and_ttl_rules() -> None:
     [change] = resolve(nested_pojo, retyped)
     assert change.path == "xs" and change.field_retyped and change.compat is Compat.INCOMPATIBLE
     ttl = SerializerSnapshot(TTL, 2, nested=(LONG, LONG), composite=True)
-    assert resolve(LONG, ttl)[0].what == "TTL turned on or off"
+    assert resolve(LONG, ttl)[0].what == "TTL turned on"
+    assert [c.what for c in resolve(ttl, STRING)] == ["TTL turned off", "serializer replaced"]  # the value retyped too
     assert serializer_class(TTL) == "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializer"
 
 

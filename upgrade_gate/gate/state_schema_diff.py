@@ -7,7 +7,10 @@ the old snapshot (`TypeSerializerSnapshot#resolveSchemaCompatibility`): compatib
 migration (the backend rewrites the state), or incompatible (the restore fails). This module replays that
 per state, on the snapshot trees `upgrade_gate.flink.state_meta` reads, with the rules of Flink's snapshots:
 
-- any serializer snapshot replaced by another class (Long -> String, TTL turned on or off): incompatible;
+- any serializer snapshot replaced by another class (Long -> String): incompatible; TTL turned on or off (a
+  `TtlStateFactory$TtlSerializerSnapshot` appears or goes) is what the restoring release does, looked up in
+  `release_rules.TTL_RULES` (recorded real restores per release, state kind and backend), incompatible and "not
+  verified on this release" where nothing was recorded;
 - `PojoSerializerSnapshot`: another POJO class is incompatible; a field added or removed is compatible after
   migration; a field whose serializer is incompatible makes the POJO incompatible;
 - `CompositeTypeSerializerSnapshot` (Row, tuples, List, Map, TTL...): another arity (a Row field added or
@@ -28,19 +31,22 @@ with the serializer classes in place of Flink's `Object#toString` (class@hash).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Any
 
+from hashing.versions import FlinkVersion
 from upgrade_gate.flink.state_meta import OperatorSchemas, SerializerSnapshot, StateMetaInfo
 from upgrade_gate.flink.state_meta.model import KRYO_SNAPSHOT, POJO_SNAPSHOT, TTL_SNAPSHOTS, short_name
+from upgrade_gate.gate.release_rules import TtlOutcome, ttl_rule
 
-__all__ = ["BACKENDS", "Compat", "SchemaChange", "StateDiff", "describe_diff", "diff_schemas", "resolve",
-           "serializer_class"]
+__all__ = ["BACKENDS", "TTL_OFF", "TTL_ON", "Compat", "SchemaChange", "StateDiff", "TtlContext", "describe_diff",
+           "diff_schemas", "resolve", "serializer_class"]
 
 BACKENDS = ("hashmap", "rocksdb")
 ENUM_SNAPSHOT = "org.apache.flink.api.common.typeutils.base.EnumSerializer$EnumSerializerSnapshot"
 _MIGRATION = "org.apache.flink.util.StateMigrationException"
+TTL_ON, TTL_OFF = "TTL turned on", "TTL turned off"
 
 
 class Compat(IntEnum):
@@ -62,10 +68,27 @@ class SchemaChange:
     new: str
     compat: Compat
     field_retyped: bool = False  # a POJO field whose serializer is incompatible (the heap backend's reflective set)
+    evidence: str = ""  # for a rule that differs by release: the recorded restore it follows, or "not verified"
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "change": self.what, "old": self.old, "new": self.new,
-                "compatibility": self.compat.name}
+        out = {"path": self.path, "change": self.what, "old": self.old, "new": self.new,
+               "compatibility": self.compat.name}
+        return {**out, "evidence": self.evidence} if self.evidence else out
+
+    def text(self) -> str:
+        where = f"{self.path}: " if self.path else ""
+        return f"{where}{self.what} ({self.old} -> {self.new}{'; ' + self.evidence if self.evidence else ''})"
+
+
+@dataclass(frozen=True, slots=True)
+class TtlContext:
+    """The restore a TTL switch is judged for: the new job's Flink release line, its backend (None: not known,
+    so every backend must agree) and whether the savepoint's `_metadata` version is the one that line writes (the
+    rules were recorded with savepoints of the restoring release)."""
+
+    version: FlinkVersion
+    backend: str | None = None
+    same_line: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +118,7 @@ class StateDiff:
         return "; ".join(f"{b}: {t}" for b, t in self.errors)
 
     def summary(self) -> str:
-        return "; ".join(f"{c.path + ': ' if c.path else ''}{c.what} ({c.old} -> {c.new})" for c in self.changes)
+        return "; ".join(c.text() for c in self.changes)
 
     def to_json(self, backend: str | None = None) -> dict[str, Any]:
         return {"operator_id": self.operator_id, "operator": self.operator, "state": self.state, "kind": self.kind,
@@ -122,9 +145,18 @@ def _text(s: SerializerSnapshot | None) -> str:
 def resolve(old: SerializerSnapshot, new: SerializerSnapshot, path: str = "") -> list[SchemaChange]:
     """Every change from `old` to `new`, each with its compatibility (empty: compatible as is)."""
     if old.class_name != new.class_name:
-        ttl = {old.class_name in TTL_SNAPSHOTS, new.class_name in TTL_SNAPSHOTS}
-        what = "TTL turned on or off" if ttl == {True, False} else "serializer replaced"
-        return [SchemaChange(path, what, _text(old), _text(new), Compat.INCOMPATIBLE)]
+        was_ttl, is_ttl = old.class_name in TTL_SNAPSHOTS, new.class_name in TTL_SNAPSHOTS
+        if was_ttl == is_ttl:
+            return [SchemaChange(path, "serializer replaced", _text(old), _text(new), Compat.INCOMPATIBLE)]
+        switch = SchemaChange(path, TTL_ON if is_ttl else TTL_OFF, _text(old), _text(new), Compat.INCOMPATIBLE)
+        # a release that migrates across the switch still resolves the wrapped value's serializer against the
+        # plain one (2.x `TtlAwareSerializerSnapshot#resolveCompatibilityForTtlMigration`: incompatible stays so);
+        # `TtlSerializerSnapshot` nests (the timestamp's LongSerializer, the value's serializer)
+        wrapped, plain = (new, old) if is_ttl else (old, new)
+        if not wrapped.nested:
+            return [switch]
+        inner = resolve(plain, wrapped.nested[-1], path) if is_ttl else resolve(wrapped.nested[-1], plain, path)
+        return [switch, *inner]
     if old.class_name == POJO_SNAPSHOT:
         return _pojo(old, new, path)
     if old.class_name == KRYO_SNAPSHOT:
@@ -213,11 +245,34 @@ def _java_type(described: str, boxed: bool = False) -> str:
     return _BOXED.get(t, t) if boxed else t
 
 
+def judge_ttl(change: SchemaChange, kind: str, ttl: TtlContext | None) -> SchemaChange:
+    """A TTL switch as the restoring release handles it (`release_rules.TTL_RULES`); other changes as they are.
+    Unrecorded (another release line, state kind or writer of the savepoint): incompatible, and said so."""
+    if change.what not in (TTL_ON, TTL_OFF):
+        return change
+    if ttl is None:
+        return replace(change, evidence="not verified on this release (no Flink release given)")
+    key = "off-on" if change.what == TTL_ON else "on-off"
+    where = f"Flink {ttl.version}{' ' + ttl.backend if ttl.backend else ''}"
+    if not ttl.same_line:
+        return replace(change, evidence=f"not verified on this release: {where} restoring a savepoint another "
+                                        f"release line wrote")
+    rules = [ttl_rule(ttl.version, key, kind, b) for b in ((ttl.backend,) if ttl.backend else BACKENDS)]
+    if any(r is None for r in rules):
+        return replace(change, evidence=f"not verified on this release: no recorded restore of {kind} state on "
+                                        f"{where}")
+    proof = ", ".join(r.scenario for r in rules if r is not None)
+    if all(r is not None and r.outcome is TtlOutcome.RESTORES for r in rules):
+        return replace(change, compat=Compat.MIGRATION, evidence=f"{where} restores it: real restore {proof}")
+    return replace(change, evidence=f"{where} refuses it: real restore {proof}")
+
+
 def _label(op: OperatorSchemas) -> str:
     return op.uid or op.name or op.operator_id
 
 
-def _state_diff(op: OperatorSchemas, old: StateMetaInfo, new: StateMetaInfo) -> Iterator[StateDiff]:
+def _state_diff(op: OperatorSchemas, old: StateMetaInfo, new: StateMetaInfo,
+                ttl: TtlContext | None) -> Iterator[StateDiff]:
     if old.backend_type != new.backend_type or old.kind != new.kind:
         text = (f"java.lang.IllegalStateException: Incompatible key/value state types. Was [{old.kind.upper()}], "
                 f"registered with [{new.kind.upper()}].")
@@ -230,7 +285,7 @@ def _state_diff(op: OperatorSchemas, old: StateMetaInfo, new: StateMetaInfo) -> 
         n = new_roles.get(role)
         if n is None:
             continue
-        changes = resolve(o, n)
+        changes = [judge_ttl(c, old.kind, ttl) for c in resolve(o, n)]
         if not changes:
             continue
         worst = max(c.compat for c in changes)
@@ -239,11 +294,13 @@ def _state_diff(op: OperatorSchemas, old: StateMetaInfo, new: StateMetaInfo) -> 
 
 
 def diff_schemas(old: Iterable[OperatorSchemas], new: Iterable[OperatorSchemas],
-                 operator_map: Mapping[str, str] | None = None) -> tuple[list[StateDiff], list[str]]:
+                 operator_map: Mapping[str, str] | None = None,
+                 ttl: TtlContext | None = None) -> tuple[list[StateDiff], list[str]]:
     """Per state (operator, name) present in both, the schema diff; plus notes (states only on one side).
 
     `operator_map` maps an old operator id to the new job's operator id that restores it (from the gate's
-    simulated assignment); without it operators pair by id, then by uid."""
+    simulated assignment); without it operators pair by id, then by uid. `ttl` says which release restores, for
+    the TTL rules that differ by release (without it a TTL switch is incompatible, "not verified")."""
     new_by_id = {op.operator_id: op for op in new}
     new_by_uid = {op.uid: op for op in new_by_id.values() if op.uid}
     diffs: list[StateDiff] = []
@@ -269,7 +326,7 @@ def diff_schemas(old: Iterable[OperatorSchemas], new: Iterable[OperatorSchemas],
                 notes.append(f"operator {_label(op)}: state '{s.name}' ({s.kind}) is not in the new job's savepoint: "
                              f"Flink restores it, but the new job does not declare it")
                 continue
-            diffs.extend(_state_diff(op, s, n))
+            diffs.extend(_state_diff(op, s, n, ttl))
         old_names = {s.name for s in op.states}
         for s in target.states:
             if s.name not in old_names:

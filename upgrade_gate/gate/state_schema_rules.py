@@ -16,7 +16,10 @@ such state before the upgrade.
   whose type is a Java collection or map, or whose type has a registered or default custom Kryo serializer,
   -> a corrupted `Loss` (not orphaned: the state is restored, but wrong): verdict STATE_CORRUPTED;
 - any other Kryo snapshot -> a `Note`: Kryo 5 reads it correctly unless the class holds collections (or
-  values of classes with custom serializers) inside, which its snapshot does not show;
+  values of classes with custom serializers) inside, which its snapshot does not show; what Kryo *wrote* shows
+  them: a keyed state whose values name a java.util collection class (`flink/canonical/kryo_classes.py`, read by
+  the rule) is blocking too (`nested_collections`; measured: a non-POJO class holding an `ArrayList`, written by
+  1.20.5, restored by 2.3.0 with a list element missing: state-schemas/kryo-nested/outcomes.json);
 - state files that could not be read -> a `Note` (the check cannot vouch for those states).
 """
 
@@ -24,13 +27,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from upgrade_gate.flink.metadata.model import CheckpointMetadata
 from upgrade_gate.flink.state_meta import OperatorSchemas, SerializerSnapshot, StateMetaInfo
 
-__all__ = ["FIX", "KryoMisread", "crosses_kryo_upgrade", "describe", "kryo_misreads"]
+__all__ = ["FIX", "KryoMisread", "crosses_kryo_upgrade", "describe", "kryo_misreads", "nested_collections"]
 
 LAST_1X_METADATA_VERSION = 4  # Flink 1.17-1.20 write `_metadata` v4; 2.0 writes v5
 # java.util (and java.util.concurrent) collections and maps, concrete or interfaces, inner classes included
@@ -114,6 +117,18 @@ def kryo_misreads(schemas: Iterable[OperatorSchemas]) -> list[KryoMisread]:
                             why += f", or values of classes with custom Kryo serializers ({'; '.join(other)})"
                         out.append(KryoMisread(op, state, role, path, snap, False, why))
     return out
+
+
+def nested_collections(m: KryoMisread, written: Iterable[str]) -> KryoMisread:
+    """`m` judged again with the classes Kryo wrote inside the state's values (`written`): a java.util collection
+    among them is what Kryo 5 misreads, wherever in the object graph it sits."""
+    collections = sorted(c for c in set(written) if _JAVA_COLLECTION.match(c) and c not in _NOT_COLLECTIONS)
+    if m.blocking or not collections:
+        return m
+    why = (f"Kryo-serialized {m.snapshot.type_name} holds {', '.join(collections)} in its object graph (Kryo wrote "
+           f"the class inside the state's values; its serializer snapshot does not show it): Kryo 5 misreads Kryo "
+           f"2's collection encoding (elements go missing or change)")
+    return replace(m, blocking=True, why=why)
 
 
 def describe(m: KryoMisread) -> str:

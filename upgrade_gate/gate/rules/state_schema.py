@@ -11,13 +11,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from upgrade_gate.flink.assignment.load_validation import has_state
+from upgrade_gate.flink.canonical.kryo_classes import kryo_written_classes
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 from upgrade_gate.flink.state_meta import OperatorSchemas, read_state_schemas
 from upgrade_gate.gate.config_rules import backend_of
 from upgrade_gate.gate.findings import Finding, Loss, Note, Refused, SavepointFacts, SchemaCompared, TypesNotCompared
 from upgrade_gate.gate.rules import RuleContext
-from upgrade_gate.gate.state_schema_diff import describe_diff, diff_schemas
-from upgrade_gate.gate.state_schema_rules import FIX, KryoMisread, crosses_kryo_upgrade, describe, kryo_misreads
+from upgrade_gate.gate.state_schema_diff import TtlContext, describe_diff, diff_schemas
+from upgrade_gate.gate.state_schema_rules import (
+    FIX,
+    KryoMisread,
+    crosses_kryo_upgrade,
+    describe,
+    kryo_misreads,
+    nested_collections,
+)
 
 __all__ = ["kryo_upgrade_misreads", "savepoint_schemas", "schema_diff", "state_types_not_compared"]
 
@@ -48,7 +56,7 @@ def kryo_upgrade_misreads(ctx: RuleContext) -> Iterator[Finding]:
     schemas = tuple(op for op in savepoint_schemas(ctx.facts, ctx) if op.operator_id not in lost)
     by_id: dict[str, OperatorState] = {op.operator_id_hex: op for op in ctx.metadata.operator_states}
     blocking: dict[str, list[KryoMisread]] = {}
-    for m in kryo_misreads(schemas):
+    for m in _with_written_classes(kryo_misreads(schemas), by_id, ctx):
         if m.blocking:
             blocking.setdefault(m.operator.operator_id, []).append(m)
         else:
@@ -65,6 +73,21 @@ def kryo_upgrade_misreads(ctx: RuleContext) -> Iterator[Finding]:
         for note in op.incomplete:
             yield Note(f"operator {op.uid or op.name or op.operator_id}: state serializers not read ({note}); "
                        f"the check cannot tell whether Flink {target} reads this state correctly")
+
+
+def _with_written_classes(misreads: list[KryoMisread], by_id: dict[str, OperatorState],
+                          ctx: RuleContext) -> list[KryoMisread]:
+    """The keyed states the snapshots alone let through, judged again by what Kryo wrote in their values (only
+    those operators' streams are read, and only when such a state exists)."""
+    open_keyed = {(m.operator.operator_id, m.state.name) for m in misreads
+                  if not m.blocking and m.state.backend_type in ("KEY_VALUE", "KEY_VALUE_V2")}
+    written: dict[tuple[str, str], set[str]] = {}
+    for op_id in sorted({o for o, _ in open_keyed}):
+        names = {n for o, n in open_keyed if o == op_id}
+        for name, classes in kryo_written_classes(by_id[op_id], names, ctx.inputs.open_state,
+                                                  ctx.metadata.source).items():
+            written[(op_id, name)] = classes
+    return [nested_collections(m, written.get((m.operator.operator_id, m.state.name), ())) for m in misreads]
 
 
 def _schemas_of(metadata: CheckpointMetadata, ctx: RuleContext) -> tuple[OperatorSchemas, ...]:
@@ -86,9 +109,12 @@ def schema_diff(ctx: RuleContext) -> Iterator[Finding]:
                    (sim.assignment.operators.values() if sim.assignment else ()) if r.old is not None}
     else:
         baseline, candidate, mapping = second.metadata, ctx.metadata, {}
-    diffs, notes = diff_schemas(_schemas_of(baseline, ctx), _schemas_of(candidate, ctx), mapping)
-    yield from (Note(n) for n in notes)
     backend = backend_of(ctx.inputs.flink_config)
+    # a TTL switch is judged by the new job's release (release_rules.TTL_RULES, recorded same-release restores)
+    version = ctx.inputs.options.flink_version
+    ttl = TtlContext(version, backend, baseline.version == version.metadata_version)
+    diffs, notes = diff_schemas(_schemas_of(baseline, ctx), _schemas_of(candidate, ctx), mapping, ttl)
+    yield from (Note(n) for n in notes)
     sizes = {op.operator_id_hex: op.state_size for op in baseline.operator_states}
     for d in diffs:
         yield SchemaCompared(d, backend)

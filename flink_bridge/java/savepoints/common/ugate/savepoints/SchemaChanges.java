@@ -79,7 +79,7 @@ public final class SchemaChanges {
         System.exit(0);
     }
 
-    private static Configuration config(String backend) {
+    static Configuration config(String backend) {
         Configuration c = new Configuration();
         c.set(StateBackendOptions.STATE_BACKEND, backend);
         c.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, false);
@@ -87,7 +87,7 @@ public final class SchemaChanges {
         return c;
     }
 
-    private static StreamExecutionEnvironment env(Configuration c) {
+    static StreamExecutionEnvironment env(Configuration c) {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(c);
         env.setParallelism(1);
         env.setMaxParallelism(128);
@@ -102,7 +102,11 @@ public final class SchemaChanges {
         c.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, new File(dir, "checkpoints").toURI().toString());
         StreamExecutionEnvironment env = env(c);
         job(env, change);
-        JobClient client = env.executeAsync("schema-" + change);
+        return savepointOf(env.executeAsync("schema-" + change), dir);
+    }
+
+    /** A canonical savepoint of the running job under `dir`/savepoints once it runs, then the job cancelled. */
+    static String savepointOf(JobClient client, File dir) throws Exception {
         for (int i = 0; i < 600 && client.getJobStatus().get() != JobStatus.RUNNING; i++) Thread.sleep(100);
         Thread.sleep(2500);
         String target = new File(dir, "savepoints").toURI().toString();
@@ -130,7 +134,11 @@ public final class SchemaChanges {
         c.set(StateRecoveryOptions.SAVEPOINT_PATH, savepointIn(savepoint).toURI().toString());
         StreamExecutionEnvironment env = env(c);
         job(env, change);
-        JobClient client = env.executeAsync("schema-restore-" + change);
+        return awaitChecked(env.executeAsync("schema-restore-" + change));
+    }
+
+    /** Waits until every key's restored values were checked (RUNNING, with RESULTS) or the job failed. */
+    static String awaitChecked(JobClient client) throws Exception {
         String status = "RUNNING";
         long deadline = System.currentTimeMillis() + 90_000;
         while (System.currentTimeMillis() < deadline && CHECKED_KEYS.size() < KEYS) {
