@@ -63,7 +63,7 @@ from upgrade_gate.gate import rules, sql_explain, sql_meaning, sql_remedies, sta
 from upgrade_gate.gate.annotations import StateRoles
 from upgrade_gate.gate.findings import Findings, SavepointFacts, TypesNotCompared, state_names
 from upgrade_gate.gate.inputs import CheckInputs, GraphSide
-from upgrade_gate.gate.rules import Rule, RuleContext, config, misrouted, restore, sql, state_schema
+from upgrade_gate.gate.rules import Rule, RuleContext, autoscaler, config, misrouted, restore, sql, state_schema
 from upgrade_gate.gate.upgrade_modes import RestorePath
 from upgrade_gate.gate.verdict import decide
 from upgrade_gate.vocabulary import Verdict
@@ -199,12 +199,14 @@ def _migration(graph: StreamGraph, ids: Any, sim: Simulation) -> list[dict[str, 
 
 # the rules that depend on the graph, run again on the remedied graph, then those that read what no remedy changes
 RESTORE_RULES: tuple[Rule, ...] = (*restore.RULES, state_schema.kryo_upgrade_misreads, misrouted.traced_to_writers)
-CHECK_RULES: tuple[Rule, ...] = (restore.mixed_max_parallelism, config.configuration, state_schema.schema_diff,
+CHECK_RULES: tuple[Rule, ...] = (restore.mixed_max_parallelism, config.configuration,
+                                 autoscaler.orphaned_parallelism_overrides, state_schema.schema_diff,
                                  sql.sql_state_refused, sql.sql_meaning_changed,
                                  state_schema.state_types_not_compared)
 
 
-EMPTY_START_CHECK_RULES: tuple[Rule, ...] = (config.configuration,)  # nothing restored: only what fails any start
+EMPTY_START_CHECK_RULES: tuple[Rule, ...] = (  # nothing restored: only what fails or changes any start
+    config.configuration, autoscaler.orphaned_parallelism_overrides)
 
 
 def restore_pass(inputs: CheckInputs, side: GraphSide, facts: SavepointFacts, pointer: str) -> RuleContext:
