@@ -220,6 +220,27 @@ def test_last_state_across_a_flink_version_change_or_for_a_session_job_restores_
     assert res.returncode == 0 and json.loads(res.stdout)["verdict"] == "SAFE", res.stdout
 
 
+@pytest.mark.s3
+def test_a_blue_green_deployment_gates_the_spec_green_will_run(s3_env: dict[str, str], tmp_path: Path) -> None:
+    """FlinkBlueGreenDeployment (operator 1.14+): `spec.template.spec` is the FlinkDeployment spec Green runs, and
+    Green starts from a savepoint of Blue, so even `last-state` is checked as a savepoint restore."""
+    new = yaml.safe_load((K8S / "orders-new.yaml").read_text())
+    new["spec"]["job"]["upgradeMode"] = "last-state"
+    bg = {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkBlueGreenDeployment",
+          "metadata": {"name": "orders"},
+          "spec": {"configuration": {"kubernetes.operator.bluegreen.deployment-deletion.delay": "0ms"},
+                   "template": {"spec": new["spec"]}}}
+    (tmp_path / "bg.yaml").write_text(yaml.safe_dump(bg))
+    res = cli("check", "--deployment", str(tmp_path / "bg.yaml"), "--current", str(K8S / "orders-current.yaml"),
+              "--graph", str(RESTORES / "stateless-operator-removed" / "graph-b.json"), "--format", "json", env=s3_env)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["verdict"] == "SAFE" and doc["flink_version"] == "1.20"  # the template's flinkVersion
+    res = cli("check", "--deployment", str(tmp_path / "bg.yaml"), "--current", str(K8S / "orders-current.yaml"),
+              "--graph", str(FAILS_GRAPH), env=s3_env)
+    assert res.returncode == 1 and "VERDICT: RESTORE_FAILS" in res.stdout
+
+
 def test_an_unknown_upgrade_mode_is_bad_input(tmp_path: Path) -> None:
     res = cli("check", "--deployment", str(_spec(tmp_path, "last_state")),
               "--current", str(K8S / "orders-current.yaml"), "--graph", str(RESTORES / "identical" / "graph-b.json"))

@@ -11,7 +11,8 @@ The same graph change restores differently by mode, so a spec that passes in one
   in `hashing.versions.RELEASES` does, tests/flink/test_ha_restore_bytecode.py reads it from Flink's bytecode), and
   `checkStateMappingCompleteness` then refuses every operator of the checkpoint the new job lacks, even one with
   no state. The operator does not use HA metadata across a Flink version change, and a `FlinkSessionJob` is
-  restored from the latest retained checkpoint as from a savepoint: those take the savepoint path.
+  restored from the latest retained checkpoint as from a savepoint: those take the savepoint path, and so does a
+  `FlinkBlueGreenDeployment`, whose Green deployment starts from a savepoint of Blue.
 * `stateless`, the operator's default when the spec names no mode: the operator cancels the job and starts the new
   one from empty state: every state is lost.
 """
@@ -52,12 +53,12 @@ _EXPLANATION = {
 }
 
 
-def restore_path(upgrade_mode: str | None, *, session_job: bool = False, flink_version_changed: bool = False
-                 ) -> RestorePath:
+def restore_path(upgrade_mode: str | None, *, session_job: bool = False, flink_version_changed: bool = False,
+                 blue_green: bool = False) -> RestorePath:
     """The operator's upgrade decision for a healthy running job (its "Upgrade Decision" table). An unset mode is
     the operator's default (`JobSpec.upgradeMode = STATELESS`): the job restarts from empty state."""
     if upgrade_mode in (None, "", "stateless"):
         return RestorePath.EMPTY
-    if upgrade_mode == "last-state" and not session_job and not flink_version_changed:
+    if upgrade_mode == "last-state" and not (session_job or flink_version_changed or blue_green):
         return RestorePath.HA_METADATA
     return RestorePath.SAVEPOINT

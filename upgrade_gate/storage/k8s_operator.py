@@ -1,7 +1,8 @@
 """Flink Kubernetes Operator resources (YAML from `kubectl get -o yaml`): where the savepoint is, what the job runs.
 
 A `FlinkDeployment` or `FlinkSessionJob` records its savepoints in its status, and its spec holds what
-the new job will run with. Field names follow the operator's CRD (`org.apache.flink.kubernetes.operator.
+the new job will run with; a `FlinkBlueGreenDeployment`'s `spec.template.spec` is the spec Green runs.
+Field names follow the operator's CRD (`org.apache.flink.kubernetes.operator.
 api.status.JobStatus`, `SavepointInfo`, `Savepoint`, `FlinkStateSnapshotStatus`; `api.spec.JobSpec`,
 `FlinkStateSnapshotSpec`, `JobReference`, `FlinkStateSnapshotReference`):
 
@@ -44,7 +45,8 @@ MAX_YAML_BYTES = 16 * 1024 * 1024
 RESOURCE_LIMITS = Limits(max_bytes=MAX_YAML_BYTES, max_values=400_000, max_depth=64, max_number_chars=40)
 RESOURCE_FILE = "Kubernetes resources (YAML)"
 MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: a later "timestamp" is no time
-JOB_KINDS = ("FlinkDeployment", "FlinkSessionJob")
+JOB_KINDS = ("FlinkDeployment", "FlinkSessionJob", "FlinkBlueGreenDeployment")
+BLUE_GREEN = "FlinkBlueGreenDeployment"  # operator 1.14+: spec.template.spec is a full FlinkDeployment spec
 SNAPSHOT_KIND = "FlinkStateSnapshot"
 LAST_STATE_PLACEHOLDER = "KUBERNETES_OPERATOR_LAST_STATE"
 # JobReference.kind is serialised as the resource kind; the Java enum names appear in hand-written YAML
@@ -78,6 +80,11 @@ class JobSettings:
     @property
     def session_job(self) -> bool:
         return self.resource.startswith("FlinkSessionJob/")
+
+    @property
+    def blue_green(self) -> bool:
+        """Green starts as a new FlinkDeployment from a savepoint of Blue: never through HA metadata."""
+        return self.resource.startswith(f"{BLUE_GREEN}/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +133,8 @@ def parse_resources(data: bytes, name: str) -> Resources:
     for item in items:
         if not isinstance(item, dict):
             continue
+        if item.get("kind") == BLUE_GREEN:  # Green is a FlinkDeployment of the template: read it as one
+            item = {**item, "spec": _dict(_dict(_dict(item.get("spec")).get("template")).get("spec"))}
         if item.get("kind") == "FlinkDeployment" and not _dict(item.get("spec")).get("job"):
             sessions.append(item)  # a session cluster: runs FlinkSessionJobs, is no job itself
         elif item.get("kind") in JOB_KINDS:

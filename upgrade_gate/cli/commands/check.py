@@ -168,7 +168,8 @@ def _restore_path(args: argparse.Namespace, settings: k8s_operator.JobSettings |
     current = (k8s_operator.job_settings(k8s_operator.load_resources(args.current)).flink_version
                if args.current else None)
     changed = current is not None and settings.flink_version is not None and current != settings.flink_version
-    return restore_path(settings.upgrade_mode, session_job=settings.session_job, flink_version_changed=changed)
+    return restore_path(settings.upgrade_mode, session_job=settings.session_job, flink_version_changed=changed,
+                        blue_green=settings.blue_green)
 
 
 @dataclass(frozen=True)
