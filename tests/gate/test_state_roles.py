@@ -72,6 +72,18 @@ def test_misrouted_state_names_its_role_too(release: str) -> None:
     assert {m["role"] for m in res.misrouted} <= {str(r) for r in Role}
 
 
+@pytest.mark.parametrize("release, old, owner", [("2.3.0", False, "keyed"), ("1.20.5", True, "keyed"),
+                                                 ("1.20.5", False, "3a434c34ffe2fe820735436a4ca97107")])
+def test_the_consequence_of_misrouted_keyed_state_names_its_owner_not_its_receiver(release: str, old: bool,
+                                                                                  owner: str) -> None:
+    """A map inserted before a uid-less keyed operator takes its ID and receives its keyed state: the table row is the
+    receiver ('inserted'), but the operator that goes without the state is its owner, 'keyed' (named by the 2.x
+    savepoint, or by --old-graph), else its operator id (a 1.x savepoint names no operator)."""
+    doc = _check(BY_NAME[(release, "map-inserted-before-uidless-keyed")], old=old)["json"]
+    loss = next(x for x in doc["losses"] if x["name"] == "inserted")
+    assert loss["consequence"].startswith(f"'{owner}' starts without this state"), loss["consequence"]
+
+
 def test_the_table_of_connector_states() -> None:
     """Each name a connector declares maps to its role, whatever the operator; a name nobody knows is never called
     harmless on a source; a coordinator is a source's enumerator unless its operator reads input."""

@@ -332,7 +332,12 @@ def _with_roles(inputs: CheckInputs, facts: SavepointFacts, shown: Simulation, f
         role, said, states = state_roles.describe(names, name or oid, source=source, sql=in_sql)
         return StateRoles(str(role), said, states)
 
-    losses = [dataclasses.replace(x, roles=roles(x.operator_id, x.names, x.name)) for x in found.losses]
+    # a misrouted state's loss is named after its receiver (the row of the table), but the operator that goes
+    # without it is its owner: the writer when the old graph or the savepoint names it, else its operator id
+    owners = {m.state.operator_id_hex: (m.writer or {}).get("name") or m.state.name or m.state.operator_id_hex
+              for m in found.wrong_receiver}
+    losses = [dataclasses.replace(x, roles=roles(x.operator_id, x.names, owners.get(x.operator_id, x.name)))
+              for x in found.losses]
     wrong = [dataclasses.replace(m, roles=roles(m.state.operator_id_hex, state_names(m.state), m.state.name))
              for m in found.wrong_receiver]
     meaning = [dataclasses.replace(m, roles=StateRoles(str(state_roles.Role.SQL_STATE), "", tuple(
