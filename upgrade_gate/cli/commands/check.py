@@ -15,11 +15,13 @@ from upgrade_gate.flink.metadata import CheckpointMetadata
 from upgrade_gate.gate.check import CheckResult, check
 from upgrade_gate.gate.flink_config import parse_settings
 from upgrade_gate.gate.inputs import CheckOptions
+from upgrade_gate.gate.policy import DEFAULT_FAIL_ON, FAIL_ON_LEVELS, decide
 from upgrade_gate.storage import discovery, k8s_operator
 from upgrade_gate.storage.check_inputs import read_check_inputs, read_side
 from upgrade_gate.storage.discovery import SYNTAX_HELP
 from upgrade_gate.storage.redact import redact
 from upgrade_gate.storage.savepoints import load_newest_complete
+from upgrade_gate.storage.waivers import DEFAULT_FILE, GatePolicyFile, find_default, read_policy_file
 from upgrade_gate.vocabulary import (
     DEFAULT_FLINK_VERSION,
     DEFAULT_HASHER,
@@ -72,6 +74,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting the new job gets, as `flink run -D` (repeatable); checked like "
                              "--flink-config")
+    parser.add_argument("--fail-on", choices=FAIL_ON_LEVELS, default=None, metavar="LEVEL",
+                        help="exit 1 only when the verdict left after the waivers is at least LEVEL "
+                             f"({', '.join(FAIL_ON_LEVELS)}; default: the waivers file's fail_on, else "
+                             f"{DEFAULT_FAIL_ON}: any non-SAFE verdict blocks)")
+    parser.add_argument("--waivers", default=None, metavar="FILE",
+                        help=f"intended losses and the threshold (docs/guide.md, \"Recording an intended loss\"; "
+                             f"default: {DEFAULT_FILE} in the current directory, if there is one)")
+    parser.add_argument("--no-waivers", action="store_true", help=f"ignore {DEFAULT_FILE} and every waiver")
     parser.add_argument("--format", choices=("table", "json", "html"), default="table")
     parser.add_argument("--output", "-o", default=None, help="write the report to this file instead of stdout")
 
@@ -146,7 +156,20 @@ def read_savepoint(spec: str) -> Any:
     return loaded.metadata
 
 
+def gate_policy(args: argparse.Namespace) -> tuple[Verdict, GatePolicyFile | None]:
+    """The threshold and the waivers file this run decides with: `--waivers`, else `.upgrade-gate.yaml` in the
+    current directory; `--fail-on` wins over the file's `fail_on`. Read before the savepoint, so a bad file fails
+    first."""
+    if args.no_waivers and args.waivers:
+        raise InputError("give --waivers FILE or --no-waivers, not both")
+    location = None if args.no_waivers else args.waivers or find_default()
+    policy_file = read_policy_file(location) if location else None
+    fail_on = args.fail_on or (policy_file.fail_on if policy_file else None) or DEFAULT_FAIL_ON
+    return Verdict(fail_on), policy_file
+
+
 def run(args: argparse.Namespace) -> int:
+    fail_on, policy_file = gate_policy(args)
     settings = (k8s_operator.job_settings(k8s_operator.load_resources(args.deployment))
                 if args.deployment else None)
     if settings is None and (args.jar or not args.graph):
@@ -176,17 +199,22 @@ def run(args: argparse.Namespace) -> int:
             # the resource's flinkConfiguration is the new job's configuration; -D overrides it
             settings=(*(settings.flink_configuration.items() if settings else ()), *parse_settings(args.dynamic))))
     offer = repair_offer(res, savepoint, graph, old, args, flink_version)
+    checked = res.to_json()
+    decision = decide(checked, waivers=policy_file.waivers if policy_file else (), fail_on=fail_on)
     if args.format == "json":
-        text = json.dumps({**res.to_json(), "repair": offer}, indent=2) + "\n"
+        text = json.dumps({**checked, "repair": offer, "gate": decision.to_json()}, indent=2) + "\n"
     elif args.format == "html":  # Jinja2 for the HTML report only, Rich for a table only (test_check_imports)
         from upgrade_gate.report.html import render_html
-        text = render_html(res, new_graph=graph, old_graph=old, states=_report_states(res), repair=offer)
+        text = render_html({**checked, "gate": decision.to_json()}, new_graph=graph, old_graph=old,
+                           states=_report_states(res), repair=offer)
     else:
         from upgrade_gate.report.check_table import render_table
-        text = render_table(res, offer)
+        from upgrade_gate.report.text_table import paragraph
+        verdict, _, rest = render_table(res, offer).partition("\n")
+        text = f"{verdict}\n{paragraph(f'GATE: {decision.line}')}\n{rest}"
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
     else:
         sys.stdout.write(_coloured(text) if args.format == "table" else text)
-    return 0 if res.verdict is Verdict.SAFE else 1
+    return 0 if decision.passes else 1
