@@ -177,3 +177,12 @@ def test_accept_state_loss_is_a_waiver_without_expiry():
 def test_a_waiver_for_one_job_applies_to_that_job_only(job, passes):
     gating = GatePolicy((waiver("keyed", job="ledger-rollup"),), today=DAY)
     assert gating.decide(real_check(*LOSS), job=job).passes is passes
+
+
+def test_a_uid_names_the_loss_of_a_savepoint_that_records_no_uids():
+    """Flink 1.20 savepoints carry operator ids only: the waiver's uid matches through the id Flink derives from it."""
+    loss = real_check("1.20.5", "uid-removed")
+    assert (loss["losses"][0]["uid"], loss["losses"][0]["name"]) == (None, None)
+    d = decide(loss, waivers=[waiver("keyed")], today=DAY)
+    assert d.passes and d.accepted == (loss["losses"][0]["operator_id"],)
+    assert not decide(loss, waivers=[waiver("lists")], today=DAY).passes

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+from hashing.murmur import uid_hash
 from upgrade_gate.gate.waivers import Waiver, accepting
 from upgrade_gate.vocabulary import Verdict
 
@@ -148,8 +149,12 @@ def decide(check: Mapping[str, Any], accept_state_loss: str | Iterable[str] | No
     misrouted = _rows(check, "misrouted")
     misrouted_ids = {r.get("operator_id") for r in misrouted}
 
+    # a waiver names an operator by uid, name or id; a uid also by the id Flink derives from it
+    # (`StreamGraphHasherV2#generateUserSpecifiedHash`), since savepoints before Flink 2.0 record no uids
+    names = {w: {w.operator, uid_hash(w.operator).hex()} for w in candidates}
+
     def covering(pool: list[Waiver], keys: set[str], state: str | None) -> list[Waiver]:
-        return [w for w in pool if w.operator in keys and (w.state is None or w.state == state)]
+        return [w for w in pool if names[w] & keys and (w.state is None or w.state == state)]
 
     accepted, unaccepted, not_waivable = [], [], []
     used: dict[Waiver, None] = {}
@@ -179,7 +184,7 @@ def decide(check: Mapping[str, Any], accept_state_loss: str | Iterable[str] | No
         keys = _misrouted_keys(row)
         label = str(row.get("uid") or row.get("name") or row.get("operator_id"))
         not_waivable += [f"waiver {w.label()} cannot be applied: {label} is {Verdict.STATE_MISROUTED}, and only "
-                         f"STATE_LOSS can be waived" for w in live if w.operator in keys]
+                         f"STATE_LOSS can be waived" for w in live if names[w] & keys]
     if verdict is Verdict.RESTORE_FAILS and used:
         not_waivable.append("the restore is refused (RESTORE_FAILS): no waiver lets a refused restore through")
     all_waived = verdict is Verdict.STATE_LOSS and bool(accepted) and not unaccepted
