@@ -127,3 +127,10 @@ def test_the_file_fail_on_is_the_default_threshold_and_the_flag_wins(cli, tmp_pa
     (tmp_path / ".upgrade-gate.yaml").write_text("fail_on: RESTORE_FAILS\n")
     assert cli(*LOSS, cwd=tmp_path).returncode == 0
     assert cli(*LOSS, "--fail-on", "STATE_LOSS", cwd=tmp_path).returncode == 1
+
+
+def test_a_waiver_for_one_job_applies_only_with_that_job_named(cli, tmp_path) -> None:
+    path = waivers_file(tmp_path / "policy.yaml", extra="    job: orders-enrichment\n")
+    assert cli(*LOSS, "--waivers", str(path), cwd=tmp_path).returncode == 1
+    assert cli(*LOSS, "--waivers", str(path), "--job", "payments", cwd=tmp_path).returncode == 1
+    assert cli(*LOSS, "--waivers", str(path), "--job", "orders-enrichment", cwd=tmp_path).returncode == 0

@@ -36,7 +36,9 @@ class Waiver:
         return self.expires is not None and today > self.expires
 
     def for_job(self, job: str | None) -> bool:
-        return self.job is None or job is None or self.job == job
+        """A waiver for one job applies to that job only: a check that names no job (the CLI without `--job`)
+        gets the waivers without `job`, so one job's intended loss never waives another's."""
+        return self.job is None or self.job == job
 
     def to_json(self) -> dict[str, Any]:
         return {"operator": self.operator, "state": self.state, "job": self.job, "reason": self.reason,

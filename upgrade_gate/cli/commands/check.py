@@ -82,6 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"intended losses and the threshold (docs/guide.md, \"Recording an intended loss\"; "
                              f"default: {DEFAULT_FILE} in the current directory, if there is one)")
     parser.add_argument("--no-waivers", action="store_true", help=f"ignore {DEFAULT_FILE} and every waiver")
+    parser.add_argument("--job", default=None, metavar="NAME",
+                        help="the job's name: waivers that name a `job:` apply only to that job")
     parser.add_argument("--format", choices=("table", "json", "html"), default="table")
     parser.add_argument("--output", "-o", default=None, help="write the report to this file instead of stdout")
 
@@ -200,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
             settings=(*(settings.flink_configuration.items() if settings else ()), *parse_settings(args.dynamic))))
     offer = repair_offer(res, savepoint, graph, old, args, flink_version)
     checked = res.to_json()
-    decision = decide(checked, waivers=policy_file.waivers if policy_file else (), fail_on=fail_on)
+    decision = decide(checked, waivers=policy_file.waivers if policy_file else (), fail_on=fail_on, job=args.job)
     if args.format == "json":
         text = json.dumps({**checked, "repair": offer, "gate": decision.to_json()}, indent=2) + "\n"
     elif args.format == "html":  # Jinja2 for the HTML report only, Rich for a table only (test_check_imports)
