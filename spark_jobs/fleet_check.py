@@ -11,7 +11,8 @@ Outputs, in one folder written atomically: `verdicts/` (Parquet, one row per job
 the restore succeeds, Flink's own error text, state and lost bytes, the losses and remedies as
 JSON, and for a blocked job whether `upgrade-gate repair` would make it SAFE: `repair`, planned in memory,
 nothing written) and `summary.json`: counts per verdict, bytes at risk, how many blocked jobs are repairable,
-the worst jobs, jobs that could not be checked, and `gate` = PASS only when every job is SAFE. A job missing
+the worst jobs, jobs that could not be checked, and `gate` = PASS only when every job passes the gate policy
+(`upgrade_gate.gate.policy`: SAFE, or with `--waivers` every loss waived for that job). A job missing
 from one side, or whose spec or savepoint is unreadable, is reported with `error` (verdict null) and blocks
 the gate.
 
