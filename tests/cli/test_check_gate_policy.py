@@ -134,3 +134,10 @@ def test_a_waiver_for_one_job_applies_only_with_that_job_named(cli, tmp_path) ->
     assert cli(*LOSS, "--waivers", str(path), cwd=tmp_path).returncode == 1
     assert cli(*LOSS, "--waivers", str(path), "--job", "payments", cwd=tmp_path).returncode == 1
     assert cli(*LOSS, "--waivers", str(path), "--job", "orders-enrichment", cwd=tmp_path).returncode == 0
+
+
+def test_a_waivers_path_that_is_no_file_exits_2_with_one_line(cli, tmp_path) -> None:
+    for path, problem in ((tmp_path / "missing.yaml", "no such file"), (tmp_path, "is a directory")):
+        p = cli(*LOSS, "--waivers", str(path), cwd=tmp_path)
+        assert p.returncode == 2 and p.stdout == "" and len(p.stderr.splitlines()) == 1, p.stderr
+        assert p.stderr.startswith(f"upgrade-gate: error: {path}: {problem}"), p.stderr
