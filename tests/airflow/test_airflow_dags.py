@@ -326,3 +326,27 @@ def test_a_waivers_file_lets_an_intended_loss_through_the_gate(stack):
     assert run_note == ti_notes["gate"] and run_note.startswith(
         "PASSED (STATE_LOSS): passes: STATE_LOSS waived for keyed (s3://flink-graphs/repo/.upgrade-gate.yaml #1, by "
         "data-platform, until 2999-12-31)"), run_note
+
+
+def test_a_rollout_goes_past_a_loss_its_waivers_file_waives_for_that_job(stack):
+    """The rolling upgrade reads the same file: the waiver names ledger-rollup, whose real STATE_LOSS it lets
+    through; the rollout checks every job and alerts nobody."""
+    from demo import stack as st
+
+    stack.s3.client().put_object(Bucket=st.GRAPH_BUCKET, Key="repo/rollout.yaml", Body=(
+        b"waivers:\n  - operator: keyed\n    job: ledger-rollup\n    reason: the keyed enrichment was removed\n"
+        b"    who: data-platform\n    expires: 2999-12-31\n"))
+    jobs = [{"job_name": "orders-enrichment", "graph": stack.inputs["orders-enrichment"]["graph"]},
+            {"job_name": "ledger-rollup", "graph": stack.inputs["ledger-rollup"]["graph"],
+             "allow_non_restored_state": True}]
+    before = len(stack.receiver.received)
+    state, tasks, output = stack.dags_test("flink_rolling_upgrade", {
+        "jobs": jobs, "canary": 1, "batch_size": 1, "mode": "check",
+        "waivers": f"s3://{st.GRAPH_BUCKET}/repo/rollout.yaml"})
+    assert state == "success", output[-3000:]
+    assert set(tasks.values()) == {"success"}, tasks
+    assert stack.receiver.received[before:] == []
+    entry = max((e for e in ReportStore(stack.reports_dir).entries()
+                 if e.meta.get("dag_id") == "flink_rolling_upgrade" and e.job == "ledger-rollup"), key=lambda e: e.run)
+    assert json.loads((entry.path / "check.json").read_text())["verdict"] == "STATE_LOSS"
+    assert "STATE_LOSS accepted explicitly for keyed" in output, output[-3000:]
