@@ -141,3 +141,10 @@ def test_a_waivers_path_that_is_no_file_exits_2_with_one_line(cli, tmp_path) -> 
         p = cli(*LOSS, "--waivers", str(path), cwd=tmp_path)
         assert p.returncode == 2 and p.stdout == "" and len(p.stderr.splitlines()) == 1, p.stderr
         assert p.stderr.startswith(f"upgrade-gate: error: {path}: {problem}"), p.stderr
+
+
+def test_fail_on_names_the_levels_it_takes(cli, tmp_path) -> None:
+    p = cli(*LOSS, "--fail-on", "SAFE", cwd=tmp_path)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.splitlines()[-1] == ("upgrade-gate: error: argument --fail-on: invalid choice: 'SAFE' (choose from "
+                                         "'STATE_LOSS', 'STATE_MISROUTED', 'STATE_CORRUPTED', 'RESTORE_FAILS')")

@@ -74,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting the new job gets, as `flink run -D` (repeatable); checked like "
                              "--flink-config")
-    parser.add_argument("--fail-on", choices=FAIL_ON_LEVELS, default=None, metavar="LEVEL",
+    parser.add_argument("--fail-on", choices=[str(v) for v in FAIL_ON_LEVELS], default=None, metavar="LEVEL",
                         help="exit 1 only when the verdict left after the waivers is at least LEVEL "
                              f"({', '.join(FAIL_ON_LEVELS)}; default: the waivers file's fail_on, else "
                              f"{DEFAULT_FAIL_ON}: any non-SAFE verdict blocks)")
