@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import Param, dag, task
 from flink_gate import fleet
-from flink_gate.dag_parts import CHECK, check_params, in_section, notifiers, storage_param
+from flink_gate.dag_parts import CHECK, check_params, in_section, notifiers, storage_param, waivers_param
 from flink_gate.operators.fleet import FleetSummaryOperator
 from flink_gate.operators.spark import SparkGateJobOperator
 from flink_gate.paths import REPO
@@ -54,6 +54,8 @@ SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "768m", "spark
         "savepoint_root": Param(None, type=["null", "string"], title="Savepoint root",
                                 description="One prefix per job. Empty: the Variable upgrade_gate_savepoint_root."),
         **check_params(),
+        # each entry with `job:` waives a loss of that job only (spark_jobs/fleet_check.py --waivers)
+        "waivers": waivers_param(),
         "aws_conn_id": storage_param(),
     }) | in_section(SPARK, {
         "partitions": Param(2, type="integer", minimum=1, maximum=100_000, title="Tasks per Spark job",
@@ -95,7 +97,8 @@ def flink_fleet_scan() -> None:
                           "--overwrite", "--partitions", PARTITIONS, "--hasher", "{{ params.hasher }}",
                           "--matching", "{{ params.matching }}",
                           "--flink-version", "{{ params.flink_version }}",
-                          "{{ '--allow-non-restored-state' if params.allow_non_restored_state else '--worst=20' }}"],
+                          "{{ '--allow-non-restored-state' if params.allow_non_restored_state else '--worst=20' }}",
+                          "{{ '--waivers=' ~ params.waivers if params.waivers else '--worst=20' }}"],
         aws_conn_id="{{ params.aws_conn_id }}", conf=SPARK_CONF, name="upgrade-gate-fleet-check",
         summary_path=f"{WORK}/check/summary.json", accept_block=True)
 

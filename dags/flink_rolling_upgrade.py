@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from airflow.sdk import Param, dag, task
 from flink_gate import rolling
-from flink_gate.dag_parts import CHECK, check_params, in_section, notifiers, storage_param
+from flink_gate.dag_parts import CHECK, check_params, in_section, notifiers, storage_param, waivers_param
 
 ROLLOUT = "Rollout: waves, and what each wave does"
 JOB_SCHEMA = {
@@ -58,6 +58,8 @@ JOB_SCHEMA = {
         "savepoint_root": Param(None, type=["null", "string"],
                                 description="Empty: the Variable upgrade_gate_savepoint_root."),
         **check_params(),
+        # one file for the rollout; an entry with `job:` waives a loss of that job only
+        "waivers": waivers_param(),
         "aws_conn_id": storage_param(),
     }) | in_section(ROLLOUT, {
         "canary": Param(1, type="integer", minimum=0, title="Canary jobs (first wave)"),

@@ -32,6 +32,7 @@ from flink_gate.dag_parts import (
     job_settings_params,
     notifiers,
     storage_param,
+    waivers_param,
 )
 from flink_gate.failures import fail_once_on_bad_input
 from flink_gate.gate import FROM_CATALOGUE
@@ -63,6 +64,7 @@ PARAMS = in_section(CHECK, {
                         "manifest's Main-Class)."),
     **check_params(section=CHECK, flip411=False),
     **job_settings_params(section=CHECK),
+    "waivers": waivers_param(section=CHECK),
     "aws_conn_id": storage_param(section=CHECK),
 }) | in_section(UPGRADE, {
     "mode": Param("check", type="string", enum=["check", "upgrade"], title="Mode",

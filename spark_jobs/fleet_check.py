@@ -11,7 +11,8 @@ Outputs, in one folder written atomically: `verdicts/` (Parquet, one row per job
 the restore succeeds, Flink's own error text, state and lost bytes, the losses and remedies as
 JSON, and for a blocked job whether `upgrade-gate repair` would make it SAFE: `repair`, planned in memory,
 nothing written) and `summary.json`: counts per verdict, bytes at risk, how many blocked jobs are repairable,
-the worst jobs, jobs that could not be checked, and `gate` = PASS only when every job is SAFE. A job missing
+the worst jobs, jobs that could not be checked, and `gate` = PASS only when every job passes the gate policy
+(`upgrade_gate.gate.policy`: SAFE, or with `--waivers` every loss waived for that job). A job missing
 from one side, or whose spec or savepoint is unreadable, is reported with `error` (verdict null) and blocks
 the gate.
 
@@ -62,7 +63,8 @@ SCHEMA_DDL = (
     "job string, spec string, metadata string, hasher string, matching string, allow_non_restored_state boolean, "
     "flink_version string, verdict string, restore_succeeds boolean, flink_error string, operators int, "
     "state_bytes long, lost_bytes long, lost_operators int, verdict_with_remedies string, losses string, "
-    "remedies string, warnings array<string>, error string, operator_rows string, repair string"
+    "remedies string, warnings array<string>, error string, operator_rows string, repair string, "
+    "gate_passes boolean, gate string"
 )
 # per-operator rows for the fleet reports of blocked jobs (the ones a person opens); SAFE jobs keep the
 # table small and the fleet fast
@@ -71,7 +73,8 @@ DEFAULT_WORST = 20
 
 
 def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non_restored_state: bool,
-              flink_version: str | None, client: Any | None = None, old_spec: str | None = None) -> dict[str, Any]:
+              flink_version: str | None, client: Any | None = None, old_spec: str | None = None,
+              job: str | None = None, gating: policy.GatePolicy = policy.DEFAULT_POLICY) -> dict[str, Any]:
     """One job through the simulator: read the savepoint and the spec, `gate.check.check`, summarise."""
     from upgrade_gate.storage.objects import read_graph
     from upgrade_gate.storage.savepoints import load_savepoint
@@ -83,20 +86,26 @@ def check_job(spec: str, metadata: str, *, hasher: str, matching: str, allow_non
     old = read_graph(old_spec, client=client) if old_spec else None
     return check_parsed(savepoint, graph, hasher=hasher, matching=matching,
                         allow_non_restored_state=allow_non_restored_state, flink_version=flink_version, old=old,
-                        client=client)
+                        client=client, job=job, gating=gating)
 
 
 def check_parsed(savepoint: CheckpointMetadata, graph: LoadedGraph, *, hasher: str, matching: str,
                  allow_non_restored_state: bool, flink_version: str | None,
-                 old: LoadedGraph | None = None, client: Any | None = None) -> dict[str, Any]:
-    """`check_job` of a savepoint and graph already read (`fleet_gate` reads each once for its three tables)."""
+                 old: LoadedGraph | None = None, client: Any | None = None, job: str | None = None,
+                 gating: policy.GatePolicy = policy.DEFAULT_POLICY) -> dict[str, Any]:
+    """`check_job` of a savepoint and graph already read (`fleet_gate` reads each once for its three tables).
+    `gating`: the waivers file's policy, applied to this `job` by `upgrade_gate.gate.policy` (`gate_passes`, and
+    for a non-SAFE job the decision as JSON in `gate`)."""
     options = CheckOptions(hasher, matching, FlinkVersion.parse(flink_version), allow_non_restored_state,
                            rescale_detail=False, with_migration=False)
     checked = check(CheckInputs(savepoint, side_of(graph), options, side_of(old) if old is not None else None,
                                 open_state=state_stream_opener(client)))
     result = checked.to_json()
     state_ops = [op for op in result["operators"] if op.get("note") is None]
+    decision = gating.decide(result, job=job)
     return {
+        "gate_passes": decision.passes,
+        "gate": json.dumps(decision.to_json()) if policy.blocks(result["verdict"]) else None,
         "verdict": result["verdict"], "restore_succeeds": result["restore_succeeds"],
         "flink_error": result["flink_error"], "flink_version": result["flink_version"],
         "operators": len(state_ops), "state_bytes": sum(op["state_bytes"] for op in state_ops),
@@ -125,7 +134,8 @@ def _repair_offer(checked: Any, savepoint: CheckpointMetadata, graph: LoadedGrap
 
 
 def check_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None,
-                    hasher: Any | None = None) -> Iterator[pa.RecordBatch]:
+                    hasher: Any | None = None, gating: policy.GatePolicy = policy.DEFAULT_POLICY
+                    ) -> Iterator[pa.RecordBatch]:
     """Executor side: every job of the task through `check_job`; failures become an `error` row.
 
     `hasher`: `common.hasher_use`'s accumulator, told which hasher implementation this worker ran."""
@@ -155,7 +165,7 @@ def check_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int]
                 out.update(check_job(row["spec"], row["metadata"], hasher=row["hasher"], matching=row["matching"],
                                      allow_non_restored_state=bool(row["allow_non_restored_state"]),
                                      flink_version=row["flink_version"], client=client,
-                                     old_spec=row.get("old_spec")))
+                                     old_spec=row.get("old_spec"), job=row["job"], gating=gating))
             except (InputError, common.JobError) as exc:
                 out["error"] = str(exc)
             except Exception as exc:  # a bug or an S3 outage must name the job, not end the fleet run
@@ -181,7 +191,7 @@ def fleet_check(inputs: DataFrame, partitions: int | None = None) -> DataFrame:
 
 
 SUMMARY_COLUMNS = ("job", "verdict", "state_bytes", "lost_bytes", "lost_operators", "flink_error",
-                   "verdict_with_remedies", "losses", "error", "repair")
+                   "verdict_with_remedies", "losses", "error", "repair", "gate_passes", "gate")
 
 
 def read_verdicts(spark: SparkSession, table: str) -> list[dict[str, Any]]:
@@ -205,7 +215,7 @@ class _Summary:
     def __init__(self, worst: int) -> None:
         self.worst = worst
         self.counts: dict[str, int] = {}
-        self.jobs = self.state = self.lost = self.blocked = self.repairable = 0
+        self.jobs = self.state = self.lost = self.blocked = self.repairable = self.passed = self.waived = 0
         self.worst_rows: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         self.errors: list[tuple[str, dict[str, Any]]] = []
         self.roles: dict[str, int] = {}  # role -> blocked jobs with state of that role at risk (gate.state_roles)
@@ -220,6 +230,9 @@ class _Summary:
             self.blocked += r["state_bytes"] or 0
         if r.get("repair") and json.loads(r["repair"]).get("repairable"):
             self.repairable += 1
+        if r.get("gate_passes"):  # SAFE, or its losses waived / below the waivers file's fail_on
+            self.passed += 1
+            self.waived += r["verdict"] != Verdict.SAFE
         if r["verdict"] and policy.blocks(r["verdict"]):
             for role in {x.get("role") for x in json.loads(r["losses"] or "[]")} - {None}:
                 self.roles[role] = self.roles.get(role, 0) + 1
@@ -237,7 +250,9 @@ class _Summary:
         errors = [r for _, r in sorted(self.errors, key=lambda kr: kr[0])[:self.worst]]
         by_verdict = {v.value: self.counts.get(v, 0) for v in Verdict.mildest_first()}
         return {
-            "gate": "PASS" if self.jobs and by_verdict[Verdict.SAFE] == self.jobs else "BLOCK",
+            # every job checked and let through by `upgrade_gate.gate.policy` (SAFE, or every loss waived)
+            "gate": "PASS" if self.jobs and self.passed == self.jobs else "BLOCK",
+            "waived_jobs": self.waived,
             "jobs": self.jobs,
             "verdicts": by_verdict,
             "errors": self.counts.get("ERROR", 0),
@@ -252,7 +267,8 @@ class _Summary:
                             "state_bytes": r["state_bytes"], "lost_operators": r["lost_operators"],
                             "flink_error": r["flink_error"], "verdict_with_remedies": r["verdict_with_remedies"],
                             "losses": json.loads(r["losses"] or "[]")[:5],
-                            "repair": json.loads(r["repair"]) if r.get("repair") else None} for r in worst_rows],
+                            "repair": json.loads(r["repair"]) if r.get("repair") else None,
+                            "gate": json.loads(r["gate"]) if r.get("gate") else None} for r in worst_rows],
             "unchecked_jobs": [{"job": r["job"], "error": r["error"]} for r in errors],
         }
 
@@ -277,8 +293,10 @@ def run_check(spark: SparkSession, ids_table: str, scan_table: str, output: str,
               old_ids_table: str | None = None,
               hasher: str = "v2", matching: str = "fixed", allow_non_restored_state: bool = False,
               flink_version: str | None = None, partitions: int | None = None, worst: int = DEFAULT_WORST,
-              overwrite: bool = False, progress_interval: float = 5.0) -> dict[str, Any]:
+              overwrite: bool = False, progress_interval: float = 5.0,
+              gating: policy.GatePolicy = policy.DEFAULT_POLICY) -> dict[str, Any]:
     """The whole job: `verdicts/` and `summary.json` under `output`, written atomically; returns the summary.
+    `gating`: the waivers file's policy (`read_gating`), decided per job in the executors.
 
     The summary's `timings` says how long each phase took: the input tables' own writes (from their
     manifests, when they have one), pairing the inputs, the checks, and the summary itself."""
@@ -292,7 +310,7 @@ def run_check(spark: SparkSession, ids_table: str, scan_table: str, output: str,
             allow_non_restored_state=allow_non_restored_state, flink_version=flink_version), staged, tasks)
         inputs = spark.sparkContext.parallelize([(p,) for p in parts], max(1, len(parts))).toDF("part string")
         return _check_staged(spark, inputs, staged, total, output, started, ids_table, scan_table, log,
-                             progress_interval=progress_interval, worst=worst, overwrite=overwrite)
+                             progress_interval=progress_interval, worst=worst, overwrite=overwrite, gating=gating)
     finally:
         fleet_inputs.remove_staged(staged)
 
@@ -309,7 +327,7 @@ def staging_folder(output: str) -> str:
 
 def _check_staged(spark: SparkSession, inputs: DataFrame, staged: str, total: int, output: str, started: float,
                   ids_table: str, scan_table: str, log: Any, *, progress_interval: float, worst: int,
-                  overwrite: bool) -> dict[str, Any]:
+                  overwrite: bool, gating: policy.GatePolicy) -> dict[str, Any]:
     paired = time.perf_counter()
     with common.atomic_output(output, overwrite=overwrite) as tmp:
         target = common.parse_location(tmp)
@@ -318,7 +336,7 @@ def _check_staged(spark: SparkSession, inputs: DataFrame, staged: str, total: in
         with Progress.for_session(spark, log, JOB, total, progress_interval) as progress:
             address = progress.address
             rows = ArrowRows(inputs, lambda it: check_partition(fleet_inputs.staged_batches(it, staged), address,
-                                                                hasher), SCHEMA_DDL)
+                                                                hasher, gating), SCHEMA_DDL)
             # on s3:// the old summary goes before the verdicts commit (write_tables' before_commit)
             write_table(rows, verdict_path, overwrite=overwrite,
                         before_commit=lambda: common.remove_object(target.child("summary.json").uri))
@@ -364,11 +382,30 @@ def add_check_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flink-version", default=None,
                    help=f"Flink version that will run the new jobs (default {DEFAULT_FLINK_VERSION})")
     p.add_argument("--worst", type=int, default=DEFAULT_WORST, help="how many worst jobs the summary lists")
+    p.add_argument("--waivers", default=None, metavar="FILE",
+                   help="the repository's .upgrade-gate.yaml (path or s3:// URI): intended losses, each for one job "
+                        "(`job:`) or any, and the fail_on threshold; a job whose every loss is waived passes the gate "
+                        "(docs/guide.md, \"Recording an intended loss\")")
+
+
+def read_gating(location: str | None) -> policy.GatePolicy:
+    """The waivers file's policy, read once in the driver (before Spark starts: a bad file fails at once, exit 2),
+    with today's UTC date fixed for the whole run."""
+    from datetime import UTC, datetime
+
+    from upgrade_gate.storage.waivers import read_policy_file
+
+    today = datetime.now(UTC).date()
+    if not location:
+        return policy.GatePolicy(today=today)
+    found = read_policy_file(location, client=common.s3_client() if location.startswith(("s3://", "s3a://"))
+                             else None)
+    return policy.GatePolicy(found.waivers, found.fail_on or policy.DEFAULT_FAIL_ON, today)
 
 
 def check_options(args: argparse.Namespace) -> dict[str, Any]:
     """`add_check_options`' values, plus the Spark arguments, as `run_check` / `run_gate` keywords."""
-    return {"plan": args.plan, "hasher": args.hasher, "matching": args.matching,
+    return {"gating": read_gating(args.waivers), "plan": args.plan, "hasher": args.hasher, "matching": args.matching,
             "allow_non_restored_state": args.allow_non_restored_state, "flink_version": args.flink_version,
             "partitions": args.partitions, "worst": args.worst, "overwrite": args.overwrite,
             "progress_interval": args.progress_interval}
@@ -384,9 +421,10 @@ def report(log: Any, summary: dict[str, Any], started: float) -> int:
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    options = check_options(args)  # the waivers file first: a bad one fails before Spark starts
     log, spark = common.start(JOB, args.master, python_bound=True)
     t = time.perf_counter()
-    summary = run_check(spark, args.ids, args.scan, args.output, old_ids_table=args.old_ids, **check_options(args))
+    summary = run_check(spark, args.ids, args.scan, args.output, old_ids_table=args.old_ids, **options)
     return report(log, summary, t)
 
 

@@ -37,6 +37,7 @@ from spark_jobs import common, fleet_check, fleet_ids, fleet_inputs, savepoint_s
 from spark_jobs.columns import ColumnBuffer, Columns, from_rows
 from spark_jobs.parquet_output import TaggedRows, require_workers_can_write, write_tables
 from spark_jobs.progress import Progress
+from upgrade_gate.gate import policy
 from upgrade_gate.vocabulary import DEFAULT_HASHER, DEFAULT_MATCHING
 
 if TYPE_CHECKING:
@@ -56,8 +57,8 @@ def _error_text(exc: Exception, input_error: type[Exception] | tuple[type[Except
     return str(exc) if isinstance(exc, input_error) else f"{type(exc).__name__}: {exc}"
 
 
-def gate_job(row: dict[str, Any], ids_version: str | None, client: Any | None
-             ) -> tuple[Columns, Columns, dict[str, Any]]:
+def gate_job(row: dict[str, Any], ids_version: str | None, client: Any | None,
+             gating: policy.GatePolicy = policy.DEFAULT_POLICY) -> tuple[Columns, Columns, dict[str, Any]]:
     """One job: (node rows, operator rows, verdict row), the spec and the savepoint each read and parsed once.
 
     Errors land where the three jobs put them: an unreadable spec is the ids table's error row and the
@@ -102,15 +103,15 @@ def gate_job(row: dict[str, Any], ids_version: str | None, client: Any | None
             verdict.update(fleet_check.check_parsed(
                 meta, graph, hasher=row["hasher"], matching=row["matching"],
                 allow_non_restored_state=bool(row["allow_non_restored_state"]),
-                flink_version=row["flink_version"], old=old, client=client))
+                flink_version=row["flink_version"], old=old, client=client, job=job, gating=gating))
         except Exception as exc:
             verdict["error"] = _error_text(exc, (InputError, common.JobError))
     return nodes, ops, verdict
 
 
 def gate_partition(batches: Iterator[pa.RecordBatch], ids_version: str | None,
-                   progress: tuple[str, int] | None = None, hasher: Any | None = None
-                   ) -> Iterator[tuple[str, pa.RecordBatch]]:
+                   progress: tuple[str, int] | None = None, hasher: Any | None = None,
+                   gating: policy.GatePolicy = policy.DEFAULT_POLICY) -> Iterator[tuple[str, pa.RecordBatch]]:
     """Executor side: every job of the task through `gate_job`; yields (table, Arrow batch)."""
     from spark_jobs.progress import Ticker
 
@@ -124,7 +125,7 @@ def gate_partition(batches: Iterator[pa.RecordBatch], ids_version: str | None,
             paths = [p for p in (row["spec"], row["savepoint"], row["old_spec"]) if p]
             if client is None and any(p.startswith(("s3://", "s3a://")) for p in paths):
                 client = common.s3_client()
-            nodes, ops, verdict = gate_job(row, ids_version, client)
+            nodes, ops, verdict = gate_job(row, ids_version, client, gating)
             pending["ids"].add(nodes)
             pending["scan"].add(ops)
             pending["verdicts"].add_row(verdict)
@@ -142,7 +143,7 @@ def run_gate(spark: SparkSession, catalogue: str, savepoints: str, output: str, 
              plan: str | None = None, hasher: str = DEFAULT_HASHER, matching: str = DEFAULT_MATCHING,
              allow_non_restored_state: bool = False, flink_version: str | None = None,
              partitions: int | None = None, worst: int = fleet_check.DEFAULT_WORST, overwrite: bool = False,
-             progress_interval: float = 5.0) -> dict[str, Any]:
+             progress_interval: float = 5.0, gating: policy.GatePolicy = policy.DEFAULT_POLICY) -> dict[str, Any]:
     """The whole job: the three tables and `summary.json` under `output`; returns the summary."""
     log = common.get_logger(JOB)
     started = time.perf_counter()
@@ -168,7 +169,7 @@ def run_gate(spark: SparkSession, catalogue: str, savepoints: str, output: str, 
             with Progress.for_session(spark, log, JOB, total, progress_interval) as progress:
                 address = progress.address
                 rows = TaggedRows(frame, lambda it: gate_partition(fleet_inputs.staged_batches(it, staged),
-                                                                   flink_version, address, used), TABLES)
+                                                                   flink_version, address, used, gating), TABLES)
                 # on s3:// the tables commit one by one: the old summary goes first (write_tables' before_commit)
                 counts = write_tables(rows, {tag: target.child(tag).uri for tag in TABLES}, overwrite=overwrite,
                                       before_commit=lambda: common.remove_object(target.child("summary.json").uri))
@@ -206,10 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    options = fleet_check.check_options(args)  # the waivers file first: a bad one fails before Spark starts
     log, spark = common.start(JOB, args.master, python_bound=True)
     t = time.perf_counter()
     summary = run_gate(spark, args.catalogue, args.savepoints, args.output, old_catalogue=args.old_catalogue,
-                       **fleet_check.check_options(args))
+                       **options)
     return fleet_check.report(log, summary, t)
 
 

@@ -194,9 +194,11 @@ def operators_at_risk(result: dict[str, Any]) -> tuple[OperatorAtRisk, ...]:
 
 def build_alert(result: dict[str, Any], *, job: str, run_id: str, dag_id: str, savepoint: str,
                 report_url: str) -> GateAlert | None:
-    """The alert for a check result, or None when the upgrade is SAFE."""
+    """The alert for a check result, or None when the upgrade may go ahead: SAFE, or its `gate` decision
+    (`upgrade_gate.gate.policy.decide` with the run's waivers) passes."""
     verdict = str(result.get("verdict"))
-    if not policy.blocks(verdict):
+    decided = result.get("gate")
+    if not policy.blocks(verdict) or (isinstance(decided, dict) and decided.get("passes") is True):
         return None
     ops = operators_at_risk(result)
     return GateAlert(job=job, verdict=verdict, run_id=run_id, dag_id=dag_id, savepoint=savepoint,

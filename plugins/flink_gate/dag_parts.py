@@ -24,7 +24,7 @@ from upgrade_gate.vocabulary import (
 )
 
 __all__ = ["ADVANCED", "CHECK", "UPGRADE", "check_params", "flip411_params", "in_section", "job_settings_params",
-           "notifiers", "storage_param"]
+           "notifiers", "storage_param", "waivers_param"]
 
 # The trigger form's sections (`Param(section=...)`, one accordion each in Airflow 3's form): what to
 # judge, and what to do after a SAFE verdict. A check-only run never needs to open the second one.
@@ -92,6 +92,16 @@ def job_settings_params(*, section: str | None = None) -> dict[str, Param]:
                               "export reads it as `flink run` does; the check flags what the new Flink refuses or "
                               "removed.", **extra),
     }
+
+
+def waivers_param(*, section: str | None = None) -> Param:
+    """The repository's `.upgrade-gate.yaml` (intended losses and the threshold), read as the CLI reads it."""
+    extra: dict[str, Any] = {"section": section} if section else {}
+    return Param(None, type=["null", "string"], title="Waivers file",
+                 description="The repository's .upgrade-gate.yaml (path or s3:// URI): losses the team intends, "
+                 "each with a reason, an owner and an expiry, and the fail_on threshold, decided as "
+                 "`upgrade-gate check --waivers` decides (docs/guide.md, \"Recording an intended loss\"). Only "
+                 "STATE_LOSS can be waived; an expired waiver blocks again.", **extra)
 
 
 def storage_param(*, section: str | None = None) -> Param:

@@ -42,7 +42,9 @@ def check_from_row(row: dict[str, Any]) -> dict[str, Any]:
             "losses": losses, "remedies": json.loads(row.get("remedies") or "[]"),
             "verdict_with_remedies": row.get("verdict_with_remedies"), "warnings": list(row.get("warnings") or []),
             "state_bytes": row.get("state_bytes"), "lost_bytes": row.get("lost_bytes"), "error": row.get("error"),
-            "repair": json.loads(row["repair"]) if row.get("repair") else None}
+            "repair": json.loads(row["repair"]) if row.get("repair") else None,
+            # fleet_check's decision with the scan's waivers file (`upgrade_gate.gate.policy`), for a non-SAFE job
+            "gate": json.loads(row["gate"]) if row.get("gate") else None}
 
 
 def fleet_row(job: str, check: dict[str, Any]) -> dict[str, Any]:
@@ -68,7 +70,9 @@ def publish(context: Any, summary: dict[str, Any], check_dir: str) -> dict[str, 
                       {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": row.get("metadata"),
                        "graph": row.get("spec"), "hasher": row.get("hasher"), "matching": row.get("matching"),
                        "allow_non_restored_state": row.get("allow_non_restored_state"), "source": "fleet_scan"})
-        if check["verdict"] in Verdict.__members__ and policy.blocks(check["verdict"]):
+        passes = row.get("gate_passes")  # False, or None on a table written without it: the verdict decides
+        if passes is False or (passes is None and check["verdict"] in Verdict.__members__
+                               and policy.blocks(check["verdict"])):
             blocked.append(row["job"])
     # the fleet's own "verdict" is the gate word of fleet_check's summary: PASS or BLOCK
     fleet_check = {"verdict": str(summary.get("gate") or "BLOCK"), "operators": [],

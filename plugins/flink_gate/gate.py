@@ -13,16 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from flink_gate.failures import BadInput
+from hashing.errors import InputError
 from hashing.operator_ids import compute_operator_ids
 from hashing.readers import LoadedGraph
 from hashing.versions import FlinkVersion
 from upgrade_gate.flink.state_meta.streams import Opener
+from upgrade_gate.gate import policy
 from upgrade_gate.gate.check import check
 from upgrade_gate.gate.flink_config import parse_settings
 from upgrade_gate.gate.inputs import CheckOptions
 from upgrade_gate.storage import discovery
 from upgrade_gate.storage.check_inputs import read_check_inputs, read_side
 from upgrade_gate.storage.objects import read_graph
+from upgrade_gate.storage.waivers import read_policy_file
 
 log = logging.getLogger(__name__)  # the task's log (Airflow 3 routes standard logging into it)
 LATEST = "latest"
@@ -110,6 +113,21 @@ def repair_offer(result: Any, metadata: Any, graph: str | LoadedGraph, *, hasher
     side = read_side(graph)
     return offer(result, metadata, side, hasher=hasher, matching=matching, flink_version=flink_version or None,
                  opener=opener, savepoint=savepoint, graph=graph if isinstance(graph, str) else side.origin or "GRAPH")
+
+
+def gate_decision(check: dict[str, Any], p: dict[str, Any], *, client: Any | None = None) -> policy.GateDecision:
+    """May this run's upgrade go ahead (`upgrade_gate.gate.policy.decide`, as the CLI and the fleet scan decide)?
+    The run's `waivers` (a path or `s3://` URI of the repository's `.upgrade-gate.yaml`, read through the storage
+    layer with the task's S3 `client`) give the waivers and the threshold; its `accept_state_loss` adds waivers
+    for this run only. A bad file fails the task as bad input, naming the file and the entry."""
+    location = (p.get("waivers") or "").strip()
+    try:
+        found = read_policy_file(location, client=client) if location else None
+    except InputError as exc:
+        raise BadInput(str(exc)) from None
+    return policy.decide(check, p.get("accept_state_loss"), waivers=found.waivers if found else (),
+                         fail_on=(found.fail_on if found else None) or policy.DEFAULT_FAIL_ON,
+                         job=p.get("job_name"))
 
 
 def proceeds_by_repair(check: dict[str, Any], p: dict[str, Any]) -> bool:

@@ -7,8 +7,9 @@ which gates that final savepoint again) and verifies the restore. The rollout st
 blocked gate or failed upgrade/restore; the outcome says which jobs were upgraded, which one
 stopped it (and why), and which were left untouched.
 
-Only SAFE passes, or a STATE_LOSS whose every lost operator the job's `accept_state_loss` names
-(`upgrade_gate.gate.policy`; allowNonRestoredState alone never does). If the new job does not restore in
+Only SAFE passes, or a STATE_LOSS whose every lost state is waived: by the repository's waivers file (the
+`waivers` param, `.upgrade-gate.yaml`) or the job's `accept_state_loss` (`gate.gate_decision`, which calls
+`upgrade_gate.gate.policy`; allowNonRestoredState alone never does). If the new job does not restore in
 reality, the old version is restarted from the upgrade savepoint (`rollback.py`, `rollback_jar`).
 
 Progress is kept in `<work>/_rolling/<run>/rollout.json`, written after every job, so a retried
@@ -36,7 +37,6 @@ from flink_gate.rollback import ROLLBACK_KEYS, UpgradeInterrupted, default_targe
 from flink_gate.steps import state_map
 from flink_gate.upgrade_machine import holder_of
 from flink_gate.upgrade_records import refuse_if_leased, release_after_final_failure, report_name
-from upgrade_gate.gate import policy
 from upgrade_gate.report.html import render_html
 from upgrade_gate.storage.objects import read_graph
 from upgrade_gate.storage.state_files import state_stream_opener
@@ -98,6 +98,12 @@ def _check_job(p: dict[str, Any], rdir: Path, savepoint_root: str) -> tuple[dict
     return {"result": result, "check": check, "html": page}, source, str(graph_path)
 
 
+def _s3_for(p: dict[str, Any]) -> Any | None:
+    """The job's S3 client when its waivers file is an `s3://` object (read through the storage layer)."""
+    storage = SavepointStorageHook(p.get("aws_conn_id") or None)
+    return storage.s3_client if storage.is_s3(p.get("waivers") or "") else None
+
+
 def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict[str, Any]:
     params = dict(context["params"])
     ti = context["ti"]
@@ -128,7 +134,7 @@ def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict
                               {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": source, "graph": p["graph"],
                                "hasher": p["hasher"], "matching": p["matching"], "wave": wave_no,
                                "allow_non_restored_state": bool(p["allow_non_restored_state"])})
-                decision = policy.decide(check, p.get("accept_state_loss"))
+                decision = gate.gate_decision(check, p, client=_s3_for(p))
                 repair = not decision.passes and gate.proceeds_by_repair(check, {**p, "mode": params.get("mode")})
                 if not decision.passes and not repair:
                     alert = build_alert(check, job=name, run_id=ti.run_id, dag_id=ti.dag_id, savepoint=source,

@@ -130,6 +130,9 @@ def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, A
     check["repair"] = gate.repair_offer(result, metadata, loaded, hasher=p["hasher"],
                                         matching=p["matching"], flink_version=p.get("flink_version"),
                                         opener=state_stream_opener(client), savepoint=source)
+    # the gate's decision with the run's waivers and accept_state_loss: the gate task, the alert and the report read it
+    check["gate"] = gate.gate_decision(check, p, client=hook.s3_client if hook.is_s3(p.get("waivers") or "")
+                                       else None).to_json()
     states = state_map(hook, metadata)
     if states is not None:  # the view's State section lists every state, not only the flagged ones
         check["states"] = states

@@ -36,7 +36,6 @@ from flink_gate import gate
 from flink_gate.hooks.flink_rest import FlinkRestError, FlinkRestHook, FlinkRestUnknown, new_flink_id
 from flink_gate.hooks.storage import SavepointStorageHook
 from flink_gate.upgrade_records import UpgradeRecord
-from upgrade_gate.gate import policy
 from upgrade_gate.gate.flink_config import parse_settings
 
 
@@ -262,7 +261,8 @@ def perform_upgrade(p: dict[str, Any], record: UpgradeRecord, graph_path: str, l
                                  allow_non_restored_state=bool(p["allow_non_restored_state"]),
                                  flink_version=p.get("flink_version"), settings=p.get("flink_settings") or ()).to_json()
         start_from = record["savepoint"]
-        if not policy.decide(recheck, p.get("accept_state_loss")).passes:
+        waivers_client = storage.s3_client if storage.is_s3(p.get("waivers") or "") else None
+        if not gate.gate_decision(recheck, p, client=waivers_client).passes:
             if not p.get("repair_savepoint"):
                 raise GateRefused(f"the stop-with-savepoint {record['savepoint']} is {recheck['verdict']} for the new "
                                   "graph; the new job was NOT started")

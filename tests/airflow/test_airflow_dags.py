@@ -299,3 +299,54 @@ def test_the_form_refuses_a_run_without_a_graph(stack):
     with pytest.raises(RuntimeError, match="made no run") as refused:
         stack.dags_test(GATE_DAG, gate_conf(stack, "orders-enrichment", graph=""))
     assert "graph" in str(refused.value)
+
+
+def test_a_waivers_file_lets_an_intended_loss_through_the_gate(stack):
+    """The `waivers` param names the repository's `.upgrade-gate.yaml` on S3: the real STATE_LOSS of ledger-rollup
+    (Flink 2.3 drops the state of the operator whose uid `keyed` went away) is waived there, so the gate passes,
+    no alert goes out, and the note and the report say which waiver let it through; the verdict stays STATE_LOSS."""
+    from demo import stack as st
+
+    assert st.expected_verdict("ledger-rollup", allow_non_restored_state=True) == "STATE_LOSS"
+    stack.s3.client().put_object(Bucket=st.GRAPH_BUCKET, Key="repo/.upgrade-gate.yaml", Body=(
+        b"waivers:\n  - operator: keyed\n    reason: the keyed enrichment was removed on purpose\n"
+        b"    who: data-platform\n    expires: 2999-12-31\n"))
+    before = len(stack.receiver.received)
+    state, tasks, output = stack.dags_test(GATE_DAG, st.gate_conf(
+        stack, "ledger-rollup", allow_non_restored_state=True, waivers=f"s3://{st.GRAPH_BUCKET}/repo/.upgrade-gate.yaml"))
+    assert state == "success", output[-3000:]
+    assert tasks["gate"] == "success" and all(tasks[t] == "skipped" for t in CHECK_ONLY_SKIPPED), tasks
+    assert stack.receiver.received[before:] == []
+    entry = ReportStore(stack.reports_dir).entries()[0]  # the newest report: this run's
+    check = json.loads((entry.path / "check.json").read_text())
+    assert entry.job == "ledger-rollup" and check["verdict"] == "STATE_LOSS"
+    assert check["gate"]["passes"] and check["gate"]["verdict"] == "SAFE"
+    assert [(w["operator"], w["who"]) for w in check["gate"]["waived"]] == [("keyed", "data-platform")]
+    run_note, ti_notes = notes(stack, GATE_DAG, entry.meta["run_id"])
+    assert run_note == ti_notes["gate"] and run_note.startswith(
+        "PASSED (STATE_LOSS): passes: STATE_LOSS waived for keyed (s3://flink-graphs/repo/.upgrade-gate.yaml #1, by "
+        "data-platform, until 2999-12-31)"), run_note
+
+
+def test_a_rollout_goes_past_a_loss_its_waivers_file_waives_for_that_job(stack):
+    """The rolling upgrade reads the same file: the waiver names ledger-rollup, whose real STATE_LOSS it lets
+    through; the rollout checks every job and alerts nobody."""
+    from demo import stack as st
+
+    stack.s3.client().put_object(Bucket=st.GRAPH_BUCKET, Key="repo/rollout.yaml", Body=(
+        b"waivers:\n  - operator: keyed\n    job: ledger-rollup\n    reason: the keyed enrichment was removed\n"
+        b"    who: data-platform\n    expires: 2999-12-31\n"))
+    jobs = [{"job_name": "orders-enrichment", "graph": stack.inputs["orders-enrichment"]["graph"]},
+            {"job_name": "ledger-rollup", "graph": stack.inputs["ledger-rollup"]["graph"],
+             "allow_non_restored_state": True}]
+    before = len(stack.receiver.received)
+    state, tasks, output = stack.dags_test("flink_rolling_upgrade", {
+        "jobs": jobs, "canary": 1, "batch_size": 1, "mode": "check",
+        "waivers": f"s3://{st.GRAPH_BUCKET}/repo/rollout.yaml"})
+    assert state == "success", output[-3000:]
+    assert set(tasks.values()) == {"success"}, tasks
+    assert stack.receiver.received[before:] == []
+    entry = max((e for e in ReportStore(stack.reports_dir).entries()
+                 if e.meta.get("dag_id") == "flink_rolling_upgrade" and e.job == "ledger-rollup"), key=lambda e: e.run)
+    assert json.loads((entry.path / "check.json").read_text())["verdict"] == "STATE_LOSS"
+    assert "STATE_LOSS accepted explicitly for keyed" in output, output[-3000:]

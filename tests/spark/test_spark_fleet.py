@@ -454,3 +454,32 @@ def test_spark_submit_runs_a_job_file(tmp_path: Path) -> None:
     assert sorted(r["v2_id"] for r in table) == sorted(
         p.generated.hex() for p in compute_operator_ids(graph, "v2").pairs.values())
     assert {r["job"] for r in table} == {"orders"}
+
+
+def test_fleet_gate_applies_a_waiver_to_its_job_only(spark, tmp_path) -> None:  # noqa: F811
+    """`--waivers`: two jobs lose the same state (real Flink 2.3 savepoint, the uid `keyed` removed); the file waives
+    it for one job, which passes the gate; the other still blocks it. Each job's decision is the core's on the same
+    check (`upgrade_gate.gate.policy`), never re-derived."""
+    case = REPO / "tests" / "fixtures" / "restores" / "2.3.0" / "uid-removed"
+    for job in ("ledger-rollup", "orders-rollup"):
+        (tmp_path / "catalogue").mkdir(exist_ok=True)
+        shutil.copy(case / "graph-b.json", tmp_path / "catalogue" / f"{job}.json")
+        shutil.copytree(case.parent / "savepoints" / "uids-p2", tmp_path / "savepoints" / job / "savepoint-1")
+    waivers = tmp_path / ".upgrade-gate.yaml"
+    waivers.write_text("waivers:\n  - operator: keyed\n    job: ledger-rollup\n    reason: keyed was removed on "
+                       "purpose\n    who: platform team\n    expires: 2999-12-31\n")
+    gating = fleet_check.read_gating(str(waivers))
+    summary = fleet_gate.run_gate(spark, str(tmp_path / "catalogue"), str(tmp_path / "savepoints"),
+                                  str(tmp_path / "out"), allow_non_restored_state=True, flink_version="2.3",
+                                  gating=gating)
+    rows = {r["job"]: r for r in _rows(spark, tmp_path / "out" / "verdicts")}
+    assert {j: (r["verdict"], r["gate_passes"]) for j, r in rows.items()} == {
+        "ledger-rollup": ("STATE_LOSS", True), "orders-rollup": ("STATE_LOSS", False)}
+    single = check_upgrade(str(tmp_path / "savepoints" / "ledger-rollup" / "savepoint-1"),
+                           str(case / "graph-b.json"), allow_non_restored_state=True, flink_version="2.3").to_json()
+    for job, r in rows.items():
+        assert json.loads(r["gate"]) == gating.decide(single, job=job).to_json()
+    assert json.loads(rows["ledger-rollup"]["gate"])["waived"][0]["who"] == "platform team"
+    assert summary["gate"] == "BLOCK" and summary["waived_jobs"] == 1
+    assert {w["job"]: w["gate"]["passes"] for w in summary["worst_jobs"]} == {"ledger-rollup": True,
+                                                                              "orders-rollup": False}

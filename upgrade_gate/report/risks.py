@@ -196,12 +196,17 @@ def caveat(doc: Mapping[str, Any]) -> str | None:
 
 def summary_line(doc: Mapping[str, Any]) -> str:
     """`operators +2 −1 ~3 · state at risk 12.3 MiB in 2 operators · BLOCKED (STATE_MISROUTED)`, in the spirit of
-    `terraform plan` comment bots: what changes, what is at risk, and whether the upgrade may go ahead
-    (`operators not mapped` when Flink refuses the savepoint before mapping any operator)."""
+    `terraform plan` comment bots: what changes, what is at risk, and whether the upgrade may go ahead (the gate's
+    decision when the document carries one: a waived loss passes) (`operators not mapped` when Flink refuses the
+    savepoint before mapping any operator)."""
     changes = operator_changes(doc)
     risky = at_risk_bytes(doc)
     verdict = Verdict(doc["verdict"])
-    if verdict.blocks:
+    gate = doc.get("gate") or {}
+    if verdict.blocks and gate.get("passes"):  # waived, or below --fail-on: the exit code is 0
+        why = "waived" if gate.get("waived") else f"below --fail-on {gate.get('fail_on')}"
+        outcome = f"PASSES ({verdict}: {why})"
+    elif verdict.blocks:
         outcome = f"BLOCKED ({verdict})"
     else:
         outcome = "SAFE" + ("" if doc.get("state_types_compared", True) else f" ({TYPES_NOT_COMPARED})")

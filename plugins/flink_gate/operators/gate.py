@@ -32,6 +32,7 @@ from flink_gate.outcome import (
     NOTE_XCOM_KEY,
     REPORT_URL_XCOM_KEY,
     check_caveat,
+    clip,
     gate_note,
     repair_note,
     upgrade_plan,
@@ -68,12 +69,18 @@ class FlinkUpgradeGateOperator(BaseOperator):
         alert = build_alert(summary["check"], job=summary["job"], run_id=ti.run_id, dag_id=ti.dag_id,
                             savepoint=summary["savepoint"], report_url=summary["report_url"])
         if alert is None:
-            ti.xcom_push(key=NOTE_XCOM_KEY, value=gate_note(summary["verdict"], 0, summary["report_url"],
-                                                             blocked=False, caveat=caveat))
-            self.log.info("%s: verdict %s, the upgrade may proceed. Report: %s", summary["job"],
-                          summary["verdict"], summary["report_url"])
+            decided = summary["check"].get("gate") or {}
+            waived = summary["verdict"] != "SAFE" and decided.get("passes")  # waivers or the threshold let it pass
+            note = (clip(f"PASSED ({summary['verdict']}): {decided['decision']} — report: {summary['report_url']}")
+                    if waived else gate_note(summary["verdict"], 0, summary["report_url"], blocked=False,
+                                             caveat=caveat))
+            ti.xcom_push(key=NOTE_XCOM_KEY, value=note)
+            self.log.info("%s: verdict %s, the upgrade may proceed (%s). Report: %s", summary["job"],
+                          summary["verdict"], decided.get("decision") or "SAFE", summary["report_url"])
+            found = (f"The gate let the upgrade through: {decided['decision']}." if waived
+                     else "The gate found the upgrade SAFE (no state is lost).")
             return {"job": summary["job"], "verdict": summary["verdict"], "passed": True,
-                    "approval": f"The gate found the upgrade SAFE (no state is lost). {upgrade_plan(params)}"}
+                    "approval": f"{found} {upgrade_plan(params)}"}
         if proceeds_by_repair(summary["check"], params):
             # asked to repair, and a repaired savepoint makes the upgrade SAFE: on to the approval, no alert
             offer = summary["check"]["repair"]

@@ -17,12 +17,14 @@ from upgrade_gate.flink.metadata import CheckpointMetadata
 from upgrade_gate.gate.check import CheckResult, check
 from upgrade_gate.gate.flink_config import parse_settings
 from upgrade_gate.gate.inputs import CheckOptions
+from upgrade_gate.gate.policy import DEFAULT_FAIL_ON, FAIL_ON_LEVELS, GateDecision, decide
 from upgrade_gate.gate.upgrade_modes import RestorePath, restore_path
 from upgrade_gate.storage import discovery, k8s_operator
 from upgrade_gate.storage.check_inputs import read_check_inputs, read_side
 from upgrade_gate.storage.discovery import SYNTAX_HELP
 from upgrade_gate.storage.redact import redact
 from upgrade_gate.storage.savepoints import load_newest_complete
+from upgrade_gate.storage.waivers import DEFAULT_FILE, GatePolicyFile, find_default, read_policy_file
 from upgrade_gate.vocabulary import (
     DEFAULT_FLINK_VERSION,
     DEFAULT_HASHER,
@@ -83,6 +85,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting the new job gets, as `flink run -D` (repeatable); checked like "
                              "--flink-config")
+    parser.add_argument("--fail-on", choices=[str(v) for v in FAIL_ON_LEVELS], default=None, metavar="LEVEL",
+                        help="exit 1 only when the verdict left after the waivers is at least LEVEL "
+                             f"({', '.join(FAIL_ON_LEVELS)}; default: the waivers file's fail_on, else "
+                             f"{DEFAULT_FAIL_ON}: any non-SAFE verdict blocks)")
+    parser.add_argument("--waivers", default=None, metavar="FILE",
+                        help=f"intended losses and the threshold (docs/guide.md, \"Recording an intended loss\"; "
+                             f"default: {DEFAULT_FILE} in the current directory, if there is one)")
+    parser.add_argument("--no-waivers", action="store_true", help=f"ignore {DEFAULT_FILE} and every waiver")
+    parser.add_argument("--job", default=None, metavar="NAME",
+                        help="the job's name: waivers that name a `job:` apply only to that job")
     parser.add_argument("--format", choices=FORMATS, default=None,
                         help="table (default; github when GITHUB_ACTIONS=true), json, html, or for a pull request: "
                              "markdown (a comment), github (workflow annotations; appends markdown to "
@@ -160,6 +172,18 @@ def read_savepoint(spec: str) -> Any:
     return loaded.metadata
 
 
+def gate_policy(args: argparse.Namespace) -> tuple[Verdict, GatePolicyFile | None]:
+    """The threshold and the waivers file this run decides with: `--waivers`, else `.upgrade-gate.yaml` in the
+    current directory; `--fail-on` wins over the file's `fail_on`. Read before the savepoint, so a bad file fails
+    first."""
+    if args.no_waivers and args.waivers:
+        raise InputError("give --waivers FILE or --no-waivers, not both")
+    location = None if args.no_waivers else args.waivers or find_default()
+    policy_file = read_policy_file(location) if location else None
+    fail_on = args.fail_on or (policy_file.fail_on if policy_file else None) or DEFAULT_FAIL_ON
+    return Verdict(fail_on), policy_file
+
+
 def _restore_path(args: argparse.Namespace, settings: k8s_operator.JobSettings | None) -> RestorePath:
     """With --deployment, the operator's upgradeMode decides how the new job gets its state (`gate.upgrade_modes`);
     HA metadata is not used across a Flink version change, which --current tells."""
@@ -180,15 +204,18 @@ class JobCheck:
     offer: dict[str, Any] | None
     graph: LoadedGraph
     old: LoadedGraph | None
+    decision: GateDecision  # the waivers and --fail-on applied (`gate.policy.decide`): the exit code
 
     def to_json(self) -> dict[str, Any]:
         """The `check --format json` document (docs/design.md, Contracts)."""
-        return {"schema_version": SCHEMA_VERSION, **self.result.to_json(), "repair": self.offer}
+        return {"schema_version": SCHEMA_VERSION, **self.result.to_json(), "repair": self.offer,
+                "gate": self.decision.to_json()}
 
 
 def check_job(args: argparse.Namespace) -> JobCheck:
     """Read what `args` names and check it: the one path of a single check and of each job of a manifest
     (`upgrade_gate/cli/commands/check_manifest.py`)."""
+    fail_on, policy_file = gate_policy(args)  # read before the savepoint, so a bad file fails first
     settings = (k8s_operator.job_settings(k8s_operator.load_resources(args.deployment))
                 if args.deployment else None)
     if settings is None and (args.jar or not args.graph):
@@ -218,7 +245,9 @@ def check_job(args: argparse.Namespace) -> JobCheck:
             new_job_savepoint=args.new_job_savepoint, flink_config=args.flink_config,
             # the resource's flinkConfiguration is the new job's configuration; -D overrides it
             settings=(*(settings.flink_configuration.items() if settings else ()), *parse_settings(args.dynamic))))
-    return JobCheck(res, repair_offer(res, savepoint, graph, old, args, flink_version), graph, old)
+    decision = decide(res.to_json(), waivers=policy_file.waivers if policy_file else (), fail_on=fail_on,
+                      job=args.job)
+    return JobCheck(res, repair_offer(res, savepoint, graph, old, args, flink_version), graph, old, decision)
 
 
 def write_output(text: str, args: argparse.Namespace) -> None:
@@ -237,13 +266,13 @@ def run(args: argparse.Namespace) -> int:
         return run_manifest(args, SingleCheck(add_arguments, check_job, write_output))
     args.format = args.format or default_format()
     job = check_job(args)
-    res, offer = job.result, job.offer
+    offer = job.offer
     write_output(_render(args.format, job, annotated=args.graph or args.deployment), args)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if args.format == "github" and summary:  # the job's summary page: the comment a reviewer would read
         from upgrade_gate.report.markdown import render_markdown
         _write(summary, render_markdown(job.to_json(), offer), "a")
-    return 0 if res.verdict is Verdict.SAFE else 1
+    return 0 if job.decision.passes else 1
 
 
 def default_format() -> str:
@@ -260,7 +289,8 @@ def _render(fmt: str, job: JobCheck, annotated: str) -> str:
         return json.dumps(doc, indent=2) + "\n"
     if fmt == "html":
         from upgrade_gate.report.html import render_html
-        return render_html(res, new_graph=graph, old_graph=old, states=_report_states(res), repair=offer)
+        return render_html({**res.to_json(), "gate": doc["gate"]}, new_graph=graph, old_graph=old,
+                           states=_report_states(res), repair=offer)
     if fmt == "markdown":
         from upgrade_gate.report.markdown import render_markdown
         return render_markdown(doc, offer)
@@ -274,7 +304,9 @@ def _render(fmt: str, job: JobCheck, annotated: str) -> str:
         from upgrade_gate.report.sarif import render_sarif
         return json.dumps(render_sarif(doc, annotated), indent=2) + "\n"
     from upgrade_gate.report.check_table import render_table
-    return render_table(res, offer)
+    from upgrade_gate.report.text_table import paragraph
+    verdict, _, rest = render_table(res, offer).partition("\n")
+    return f"{verdict}\n{paragraph(f'GATE: {job.decision.line}')}\n{rest}"
 
 
 def _write(path: str, text: str, mode: str) -> None:

@@ -179,6 +179,8 @@ def _check_each(jobs: list[ManifestJob], check_job: Callable[[argparse.Namespace
     outcomes = []
     for job in jobs:
         try:
+            if getattr(job.args, "job", None) is None:  # waivers scoped to a job (`job:`) match the manifest's name
+                job.args.job = job.name
             outcomes.append(JobOutcome(job.name, check=check_job(job.args)))
         except InputError as exc:
             print(f"upgrade-gate: error: job {job.name}: {exc}", file=sys.stderr)
@@ -223,4 +225,4 @@ def run_manifest(args: argparse.Namespace, single: SingleCheck) -> int:
     single.write_output(text, args)
     if any(o.error for o in outcomes):
         return EXIT_BAD_INPUT
-    return 0 if verdict is Verdict.SAFE else 1
+    return 0 if all(o.check is not None and o.check.decision.passes for o in outcomes) else 1
