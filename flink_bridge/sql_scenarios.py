@@ -109,6 +109,8 @@ SESSION_LEGACY = ("INSERT INTO sessions SELECT user_id, SESSION_START(ts, INTERV
 SESSION_TVF = ("INSERT INTO sessions SELECT user_id, window_start, COUNT(*) FROM TABLE(SESSION(TABLE clicks "
                "PARTITION BY user_id, DESCRIPTOR(ts), INTERVAL '{gap}' SECONDS)) "
                "GROUP BY user_id, window_start, window_end;\n")
+TUMBLE_LEGACY = ("INSERT INTO per_window SELECT user_id, TUMBLE_START(ts, INTERVAL '{size}' SECOND), COUNT(*) "
+                 "FROM clicks GROUP BY user_id, TUMBLE(ts, INTERVAL '{size}' SECOND);\n")
 # a regular join whose stored rows gain a column: the new query projects one more field of the left side
 JOIN_MORE_SQL = (source() + sink("joined", "user_id INT, url STRING, name STRING, amount BIGINT")
                  + "INSERT INTO joined SELECT c.user_id, c.url, u.name, c.amount FROM clicks c JOIN users u "
@@ -234,6 +236,8 @@ SQL_SCENARIOS: tuple[SqlScenario, ...] = (
                 source() + SESSION_SINK + SESSION_TVF.format(gap=10)),
     SqlScenario("sql-session-identical-tvf", source() + SESSION_SINK + SESSION_TVF.format(gap=5),
                 source() + SESSION_SINK + SESSION_TVF.format(gap=5)),
+    SqlScenario("sql-window-size-legacy", source() + WINDOW_SINK + TUMBLE_LEGACY.format(size=10),
+                source() + WINDOW_SINK + TUMBLE_LEGACY.format(size=20)),
     SqlScenario("sql-join-row-gains-column", JOIN_SQL, JOIN_MORE_SQL),
     SqlScenario("sql-join-same-columns-reordered", JOIN_SQL, JOIN_REORDERED_SQL),
     SqlScenario("sql-window-row-gains-field", source() + WINDOW_SINK + WINDOW.format(size=10),

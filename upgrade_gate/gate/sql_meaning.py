@@ -6,7 +6,7 @@ also unchanged (`upgrade_gate.gate.sql_state_rules` finds nothing), Flink restor
 new query continues from state written under the old one: a SUM that starts from old COUNTs, regions
 looked up in per-user accumulators, 20 s windows holding 10 s slices. Measured with real Flink 1.20.5 and
 2.3.0: tests/fixtures/restores/<release>/sql-{group-key-same-type,count-to-sum,window-size,topn-n,
-session-gap-legacy,session-gap-tvf} (status RUNNING, the operator's state restored).
+session-gap-legacy,session-gap-tvf,window-size-legacy} (status RUNNING, the operator's state restored).
 
 With the old query's exported graph (`--old-graph`) each restored SQL state is traced to its writer (the
 old node whose operator ID it carries, `misrouting.old_writers`) and the writer's planner description is
