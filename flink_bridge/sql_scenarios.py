@@ -119,6 +119,12 @@ JOIN_MORE_SQL = (source() + sink("joined", "user_id INT, url STRING, name STRING
 JOIN_REORDERED_SQL = (source() + sink("joined", "name STRING, url STRING, user_id INT")
                       + "INSERT INTO joined SELECT u.name, c.url, c.user_id FROM clicks c JOIN users u "
                         "ON c.user_id = u.id;\n")
+# a left outer join: its record views also keep how many rows each record matched (OuterJoinRecordStateViews)
+LEFT_JOIN = ("INSERT INTO joined SELECT c.user_id, c.url, u.name{more} FROM clicks c LEFT JOIN users u "
+             "ON c.user_id = u.id;\n")
+LEFT_JOIN_SQL = source() + sink("joined", "user_id INT, url STRING, name STRING") + LEFT_JOIN.format(more="")
+LEFT_JOIN_MORE_SQL = (source() + sink("joined", "user_id INT, url STRING, name STRING, amount BIGINT")
+                      + LEFT_JOIN.format(more=", c.amount"))
 WINDOW_SUM = ("INSERT INTO per_window SELECT user_id, window_start, COUNT(*), SUM(amount) FROM TABLE(TUMBLE(TABLE "
               "clicks, DESCRIPTOR(ts), INTERVAL '10' SECONDS)) GROUP BY user_id, window_start, window_end;\n")
 WINDOW_SUM_SINK = sink("per_window", "user_id INT, ws TIMESTAMP(3), c BIGINT, s BIGINT")
@@ -240,6 +246,11 @@ SQL_SCENARIOS: tuple[SqlScenario, ...] = (
                 source() + WINDOW_SINK + TUMBLE_LEGACY.format(size=20)),
     SqlScenario("sql-join-row-gains-column", JOIN_SQL, JOIN_MORE_SQL),
     SqlScenario("sql-join-same-columns-reordered", JOIN_SQL, JOIN_REORDERED_SQL),
+    SqlScenario("sql-left-join-row-gains-column", LEFT_JOIN_SQL, LEFT_JOIN_MORE_SQL),
+    # mini-batch aggregation (MiniBatchGroupAggFunction) gaining a second aggregate: the accumulator row grows
+    SqlScenario("sql-mini-batch-second-aggregate", _phase("ONE_PHASE") + AGG_SQL,
+                _phase("ONE_PHASE") + source() + sink("totals", "user_id INT, c BIGINT, s BIGINT")
+                + "INSERT INTO totals SELECT user_id, COUNT(*) AS c, SUM(amount) AS s FROM clicks GROUP BY user_id;\n"),
     SqlScenario("sql-window-row-gains-field", source() + WINDOW_SINK + WINDOW.format(size=10),
                 source() + WINDOW_SUM_SINK + WINDOW_SUM),
 )

@@ -134,8 +134,10 @@ _MAP = "org.apache.flink.api.common.typeutils.base.MapSerializerSnapshot"
 def _record(tree: SerializerSnapshot) -> SerializerSnapshot | None:
     """The input row a join's record state holds: the last `RowDataSerializer` of the state's serializer, depth
     first. The views store it as `ValueState<row>` (the join key contains a unique key), `MapState<row, count>`
-    (no unique key) or `MapState<unique key, row>` (a unique key), an outer join's with `Tuple2<row, count>` in
-    place of the row: in each the record is the last row (the unique key comes before it)."""
+    (no unique key) or `MapState<unique key, row>` (a unique key); an outer side keeps its matches beside the row
+    (`MapState<row, Tuple2<count, matches>>`, `Tuple2<row, matches>` in place of the row). In each the record is
+    the last row (the unique key comes before it); measured for no unique key, inner and left outer
+    (tests/fixtures/restores/<release>/sql-{join,left-join}-row-gains-column)."""
     if tree.class_name == _ROW:
         return tree
     return next((r for r in (_record(n) for n in reversed(tree.nested)) if r is not None), None)
