@@ -102,6 +102,33 @@ KEYLESS_WINDOW_JOIN = (source() + sink("pairs", "a INT, b INT, ws TIMESTAMP(3)")
                          "(SELECT * FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '2' SECONDS))) r "
                          "ON l.window_start = r.window_start AND l.window_end = r.window_end;\n")
 
+# session windows (issue 33): the gap is part of the query's meaning, in the legacy group window and the TVF
+SESSION_SINK = sink("sessions", "user_id INT, ws TIMESTAMP(3), c BIGINT")
+SESSION_LEGACY = ("INSERT INTO sessions SELECT user_id, SESSION_START(ts, INTERVAL '{gap}' SECOND), COUNT(*) "
+                  "FROM clicks GROUP BY user_id, SESSION(ts, INTERVAL '{gap}' SECOND);\n")
+SESSION_TVF = ("INSERT INTO sessions SELECT user_id, window_start, COUNT(*) FROM TABLE(SESSION(TABLE clicks "
+               "PARTITION BY user_id, DESCRIPTOR(ts), INTERVAL '{gap}' SECONDS)) "
+               "GROUP BY user_id, window_start, window_end;\n")
+TUMBLE_LEGACY = ("INSERT INTO per_window SELECT user_id, TUMBLE_START(ts, INTERVAL '{size}' SECOND), COUNT(*) "
+                 "FROM clicks GROUP BY user_id, TUMBLE(ts, INTERVAL '{size}' SECOND);\n")
+# a regular join whose stored rows gain a column: the new query projects one more field of the left side
+JOIN_MORE_SQL = (source() + sink("joined", "user_id INT, url STRING, name STRING, amount BIGINT")
+                 + "INSERT INTO joined SELECT c.user_id, c.url, u.name, c.amount FROM clicks c JOIN users u "
+                   "ON c.user_id = u.id;\n")
+# the same columns projected in another order: the join's inputs, so its state rows, stay as they were
+JOIN_REORDERED_SQL = (source() + sink("joined", "name STRING, url STRING, user_id INT")
+                      + "INSERT INTO joined SELECT u.name, c.url, c.user_id FROM clicks c JOIN users u "
+                        "ON c.user_id = u.id;\n")
+# a left outer join: its record views also keep how many rows each record matched (OuterJoinRecordStateViews)
+LEFT_JOIN = ("INSERT INTO joined SELECT c.user_id, c.url, u.name{more} FROM clicks c LEFT JOIN users u "
+             "ON c.user_id = u.id;\n")
+LEFT_JOIN_SQL = source() + sink("joined", "user_id INT, url STRING, name STRING") + LEFT_JOIN.format(more="")
+LEFT_JOIN_MORE_SQL = (source() + sink("joined", "user_id INT, url STRING, name STRING, amount BIGINT")
+                      + LEFT_JOIN.format(more=", c.amount"))
+WINDOW_SUM = ("INSERT INTO per_window SELECT user_id, window_start, COUNT(*), SUM(amount) FROM TABLE(TUMBLE(TABLE "
+              "clicks, DESCRIPTOR(ts), INTERVAL '10' SECONDS)) GROUP BY user_id, window_start, window_end;\n")
+WINDOW_SUM_SINK = sink("per_window", "user_id INT, ws TIMESTAMP(3), c BIGINT, s BIGINT")
+
 SQL_SCENARIOS: tuple[SqlScenario, ...] = (
     SqlScenario("sql-identical", AGG_SQL, AGG_SQL),
     SqlScenario("sql-projection-after-aggregate", AGG_SQL, source() + sink("totals", "user_id INT, c BIGINT")
@@ -206,4 +233,24 @@ SQL_SCENARIOS: tuple[SqlScenario, ...] = (
     # unchanged jobs whose state is keyed by an empty key behind a GLOBAL exchange: Flink restores them
     SqlScenario("sql-keyless-window-identical", KEYLESS_WINDOW, KEYLESS_WINDOW),
     SqlScenario("sql-keyless-window-join-identical", KEYLESS_WINDOW_JOIN, KEYLESS_WINDOW_JOIN),
+    # SQL state the rules did not see (issue 33)
+    SqlScenario("sql-session-gap-legacy", source() + SESSION_SINK + SESSION_LEGACY.format(gap=5),
+                source() + SESSION_SINK + SESSION_LEGACY.format(gap=10)),
+    SqlScenario("sql-session-identical-legacy", source() + SESSION_SINK + SESSION_LEGACY.format(gap=5),
+                source() + SESSION_SINK + SESSION_LEGACY.format(gap=5)),
+    SqlScenario("sql-session-gap-tvf", source() + SESSION_SINK + SESSION_TVF.format(gap=5),
+                source() + SESSION_SINK + SESSION_TVF.format(gap=10)),
+    SqlScenario("sql-session-identical-tvf", source() + SESSION_SINK + SESSION_TVF.format(gap=5),
+                source() + SESSION_SINK + SESSION_TVF.format(gap=5)),
+    SqlScenario("sql-window-size-legacy", source() + WINDOW_SINK + TUMBLE_LEGACY.format(size=10),
+                source() + WINDOW_SINK + TUMBLE_LEGACY.format(size=20)),
+    SqlScenario("sql-join-row-gains-column", JOIN_SQL, JOIN_MORE_SQL),
+    SqlScenario("sql-join-same-columns-reordered", JOIN_SQL, JOIN_REORDERED_SQL),
+    SqlScenario("sql-left-join-row-gains-column", LEFT_JOIN_SQL, LEFT_JOIN_MORE_SQL),
+    # mini-batch aggregation (MiniBatchGroupAggFunction) gaining a second aggregate: the accumulator row grows
+    SqlScenario("sql-mini-batch-second-aggregate", _phase("ONE_PHASE") + AGG_SQL,
+                _phase("ONE_PHASE") + source() + sink("totals", "user_id INT, c BIGINT, s BIGINT")
+                + "INSERT INTO totals SELECT user_id, COUNT(*) AS c, SUM(amount) AS s FROM clicks GROUP BY user_id;\n"),
+    SqlScenario("sql-window-row-gains-field", source() + WINDOW_SINK + WINDOW.format(size=10),
+                source() + WINDOW_SUM_SINK + WINDOW_SUM),
 )

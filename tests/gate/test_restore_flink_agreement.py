@@ -13,11 +13,14 @@ from __future__ import annotations
 import gc
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from hashing.readers import load_graph
 from tests.restore_support import AMBIGUOUS, KEYS, Scenario, disagreements, root_error, scenarios
+from upgrade_gate.flink.state_meta import read_state_schemas
+from upgrade_gate.flink.state_meta.logical_types import display
 from upgrade_gate.gate.check import CheckResult, savepoint_pointer
 from upgrade_gate.storage.check_inputs import check_upgrade
 from upgrade_gate.storage.savepoints import load_savepoint
@@ -26,7 +29,15 @@ from upgrade_gate.vocabulary import Verdict
 ALL = [s for s in scenarios() if not s.name.startswith("sql-")]
 # SQL jobs (flink_bridge/sql_scenarios.py): no user function to ask, so what Flink restored is which
 # operators its state backend got state handles for (RecordingBackend), keyed by operator ID.
-SQL = [s for s in scenarios() if s.name.startswith("sql-")]
+# Recorded, not yet predicted (test_an_accumulator_row_the_export_does_not_carry_is_not_yet_seen): the exported
+# graph's `sql_state` does not carry these operators' accumulator rows, so the gate has nothing to compare them with.
+NOT_YET = {
+    "sql-window-row-gains-field": "a window aggregate's accumulator row is held by WindowAggOperator's window "
+                                  "processor, which SqlStateDumper does not read",
+    "sql-mini-batch-second-aggregate": "a mini-batch aggregate's function (MiniBatchGroupAggFunction) is held by "
+                                       "KeyedMapBundleOperator, which SqlStateDumper does not read",
+}
+SQL = [s for s in scenarios() if s.name.startswith("sql-") and s.name not in NOT_YET]
 
 
 def test_enough_real_scenarios() -> None:
@@ -148,6 +159,60 @@ def test_keyless_sql_state_behind_a_global_exchange_restores_where_it_was(sc: Sc
     keyed = {nid for nid, e in spec["sql_state"].items() if e.get("key") is not None}
     into = {e["partitioner"] for e in spec["edges"] if str(e["target"]) in keyed}
     assert keyed and into == {"GLOBAL"}, into
+
+
+MIGRATION = "org.apache.flink.util.StateMigrationException"
+
+
+def _join_rows(spec_file: Path, side: str) -> str:
+    """The join side's input row type as the exported graph states it (`leftType` / `rightType`)."""
+    spec = json.loads(spec_file.read_text())
+    [row] = [e["types"][side] for e in spec["sql_state"].values() if side in (e.get("types") or {})]
+    return display(row["logical_types"])
+
+
+@pytest.mark.parametrize("sc", [s for s in SQL if s.name in ("sql-join-row-gains-column",
+                                                             "sql-left-join-row-gains-column")], ids=str)
+def test_a_join_whose_stored_rows_gain_a_column_fails_as_flink_did(sc: Scenario) -> None:
+    """The new query projects one more field of the left input (of an inner and of a left outer join): the join's
+    left-records state holds the old rows, Flink refuses it (StateMigrationException), and the gate says so naming
+    the operator, the state, the old row (read from the savepoint) and the new one (the new graph's left input),
+    with Flink's message."""
+    run = sc.outcome["restore"]
+    assert run["status"] == "FAILED" and run["error_chain"][-1]["class"] == MIGRATION
+    res = sql_check(sc, False)
+    assert res.verdict == Verdict.RESTORE_FAILS and _plain(res.flink_error) == _plain(root_error(run))
+    [loss] = res.losses
+    assert loss["name"].startswith("Join[") and loss["state_names"] == ["left-records"]
+    [op] = [o for o in read_state_schemas(load_savepoint(str(sc.savepoint))) if o.operator_id == loss["operator_id"]]
+    [left] = [st for st in op.states if st.name == "left-records"]
+    old_row = next(s for r, s in left.serializers if r == "VALUE_SERIALIZER").nested[0]  # MapState<row, count>
+    old, new = display(old_row.logical_types or ()), _join_rows(sc.dir / "graph-b.json", "leftType")
+    assert old == _join_rows(sc.dir / "graph-a.json", "leftType") and old != new
+    assert f"was {old} and the new query makes it {new}" in loss["reason"] and _plain(root_error(run)) in \
+        _plain(loss["reason"])
+
+
+@pytest.mark.parametrize("sc", [s for s in SQL if s.name == "sql-join-same-columns-reordered"], ids=str)
+def test_a_join_selecting_the_same_columns_in_another_order_keeps_its_rows(sc: Scenario) -> None:
+    """The mirror case: the same fields in another order in the SELECT leave the join's input rows as they were;
+    Flink restored the join's state and the gate says SAFE."""
+    assert sc.outcome["restore"]["status"] == "RUNNING" and sc.outcome["restore"]["restored_operators"]
+    for side in ("leftType", "rightType"):
+        assert _join_rows(sc.dir / "graph-a.json", side) == _join_rows(sc.dir / "graph-b.json", side)
+    assert sql_check(sc, False).verdict == Verdict.SAFE
+
+
+@pytest.mark.parametrize("sc", [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[s.name]))
+                                for s in scenarios() if s.name in NOT_YET], ids=str)
+def test_an_accumulator_row_the_export_does_not_carry_is_not_yet_seen(sc: Scenario) -> None:
+    """Recorded with real Flink: a window aggregate, and a mini-batch aggregate, gaining SUM(amount) keep their
+    operator ID and Flink refuses the accumulator row (StateMigrationException). The gate does not see it yet: it
+    says SAFE without the old graph (with it, the added aggregate is a meaning change)."""
+    run = sc.outcome["restore"]
+    assert run["status"] == "FAILED" and run["error_chain"][-1]["class"] == MIGRATION
+    res = sql_check(sc, False)
+    assert res.verdict == Verdict.RESTORE_FAILS and _plain(res.flink_error) == _plain(root_error(run))
 
 
 def test_a_refused_restore_leaves_no_reference_cycle() -> None:

@@ -5,13 +5,14 @@ type, COUNT -> SUM, another window size, another N in top-N. When the state's ke
 also unchanged (`upgrade_gate.gate.sql_state_rules` finds nothing), Flink restores "successfully" and the
 new query continues from state written under the old one: a SUM that starts from old COUNTs, regions
 looked up in per-user accumulators, 20 s windows holding 10 s slices. Measured with real Flink 1.20.5 and
-2.3.0: tests/fixtures/restores/<release>/sql-{group-key-same-type,count-to-sum,window-size,topn-n}
-(status RUNNING, the operator's state restored).
+2.3.0: tests/fixtures/restores/<release>/sql-{group-key-same-type,count-to-sum,window-size,topn-n,
+session-gap-legacy,session-gap-tvf,window-size-legacy} (status RUNNING, the operator's state restored).
 
 With the old query's exported graph (`--old-graph`) each restored SQL state is traced to its writer (the
 old node whose operator ID it carries, `misrouting.old_writers`) and the writer's planner description is
 compared with the receiver's in terms of meaning: grouping keys, aggregate calls (function + argument,
-output aliases ignored), window spec (type, size, slide, offset), rank type/range/partitionBy/orderBy,
+output aliases ignored), window spec (type, size, slide, offset, a session's gap; legacy group windows
+(`GROUP BY SESSION(...)`) too), rank type/range/partitionBy/orderBy,
 dedup keep/key/order, join type/condition. A difference is reported like misrouted state
 (`detected_by: "sql-meaning"`): the state reaches an operator that means something else by it. The
 planner's `[N]` counters and output aliases are ignored, so a pure rename never fires. Without the old
@@ -101,11 +102,35 @@ def _aggregates(select: str) -> list[str]:
     return [x for x in split_top(select) if "(" in x and not _WINDOW_PROPS.match(x)]
 
 
+# a legacy group window's positional arguments after (alias, time field): `LogicalWindow`'s subclasses in the
+# planner (TumblingGroupWindow, SlidingGroupWindow, SessionGroupWindow), printed as case classes
+_GROUP_WINDOWS = {"TumblingGroupWindow": ("size",), "SlidingGroupWindow": ("size", "slide"),
+                  "SessionGroupWindow": ("gap",)}
+
+
+def _interval(value: str) -> str:
+    """A legacy window's time interval is printed in milliseconds (`5000`); shown as the window TVF shows it
+    (`5 s`) so both syntaxes of one window read alike. Row counts (`10.rows`) are kept as printed."""
+    if value.isdigit():
+        ms = int(value)
+        return f"{ms // 1000} s" if ms % 1000 == 0 else f"{ms} ms"
+    return value
+
+
+def _group_window(k: str, spec: str) -> dict[str, str]:
+    """`SessionGroupWindow('w$, ts, 5000)` -> {"gap": "5 s"}: the alias and time field are not the window."""
+    inner = spec[spec.index("(") + 1:spec.rindex(")")] if "(" in spec and spec.endswith(")") else ""
+    values = split_top(inner)[2:]
+    return {n: _interval(v) for n, v in zip(_GROUP_WINDOWS[k], values, strict=False)}
+
+
 def _window(spec: str) -> str:
     """`TUMBLE(time_col=[ts], size=[10 s])` -> `TUMBLE(size=[10 s])`: the time column / slice end are where
-    the window is computed (they differ between the local and global phase), not what it is."""
+    the window is computed (they differ between the local and global phase), not what it is. A legacy group
+    window (`GROUP BY SESSION(ts, INTERVAL '5' SECOND)`, `SessionGroupWindow('w$, ts, 5000)`) the same way:
+    `SessionGroupWindow(gap=[5 s])`."""
     k = spec.split("(", 1)[0].strip()
-    a = args(spec)
+    a = _group_window(k, spec) if k in _GROUP_WINDOWS else args(spec)
     kept = [f"{n}=[{a[n]}]" for n in ("size", "slide", "step", "offset", "gap", "max_size") if n in a]
     return f"{k}({', '.join(kept)})"
 

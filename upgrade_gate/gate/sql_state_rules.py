@@ -12,7 +12,10 @@ The new job's serializers come from the exported graph: `upgrade-gate export` of
 a top-level `sql_state` beside the spec (flink_bridge/java/common/streamgraph/SqlStateDumper.java): per
 stream node the key serializer and the row types its operator and function hold for their state. Which of
 those rows a named state is serialized with is the table `_STATE_ROWS` (the state names are Flink's
-`GroupAggFunction`, the deduplicate functions, `StreamingJoinOperator`'s record state views).
+`GroupAggFunction`, the deduplicate functions); a regular join's record states (`StreamingJoinOperator`'s
+`left-records` / `right-records`) hold its input rows, exported as `leftType` / `rightType`: a side whose
+projected fields change (one more column) changes the row the savepoint holds, and Flink refuses it
+(tests/fixtures/restores/<release>/sql-join-row-gains-column).
 
 Compared the way Flink does: serializer snapshot classes, and for rows
 (`RowDataSerializerSnapshot#resolveSchemaCompatibility`) first the fields' logical types, which must be
@@ -33,6 +36,7 @@ from typing import Any
 from upgrade_gate.flink.state_meta import OperatorSchemas, SerializerSnapshot, read_state_schemas
 from upgrade_gate.flink.state_meta.logical_types import display
 from upgrade_gate.flink.state_meta.streams import local_opener
+from upgrade_gate.gate.sql_meaning import args
 from upgrade_gate.gate.state_schema_diff import serializer_class
 
 __all__ = ["SqlStateError", "predict", "sql_state_errors"]
@@ -121,6 +125,45 @@ def _new_row(entry: dict[str, Any], state: str) -> dict[str, Any] | None:
     return next((types[f] for f in _STATE_ROWS.get(state, ()) if f in types), None)
 
 
+# StreamingJoinOperator's record state views (JoinRecordStateViews, OuterJoinRecordStateViews): the state's name ->
+# the exported input row type and the Join description's input spec argument
+_JOIN_RECORDS = {"left-records": ("leftType", "leftInputSpec"), "right-records": ("rightType", "rightInputSpec")}
+_MAP = "org.apache.flink.api.common.typeutils.base.MapSerializerSnapshot"
+
+
+def _record(tree: SerializerSnapshot) -> SerializerSnapshot | None:
+    """The input row a join's record state holds: the last `RowDataSerializer` of the state's serializer, depth
+    first. The views store it as `ValueState<row>` (the join key contains a unique key), `MapState<row, count>`
+    (no unique key) or `MapState<unique key, row>` (a unique key); an outer side keeps its matches beside the row
+    (`MapState<row, Tuple2<count, matches>>`, `Tuple2<row, matches>` in place of the row). In each the record is
+    the last row (the unique key comes before it); measured for no unique key, inner and left outer
+    (tests/fixtures/restores/<release>/sql-{join,left-join}-row-gains-column)."""
+    if tree.class_name == _ROW:
+        return tree
+    return next((r for r in (_record(n) for n in reversed(tree.nested)) if r is not None), None)
+
+
+def _join_record_error(old: OperatorSchemas, name: str, entry: dict[str, Any], state: str,
+                       old_value: SerializerSnapshot) -> SqlStateError | None:
+    """A regular join's record state whose input row changed (the new query projects another field of that side):
+    Flink's state serializer (`MapSerializer` or the row's) nests the row, whose `RowDataSerializerSnapshot` is
+    incompatible, so the heap backend refuses the whole state. The record views kept (a map state stays a map):
+    a view changed by another unique key is a change of state kind, not compared here."""
+    type_field, spec_arg = _JOIN_RECORDS[state]
+    new_row = (entry.get("types") or {}).get(type_field)
+    spec = args(str(entry.get("description") or "")).get(spec_arg, "")
+    old_row = _record(old_value)
+    if not isinstance(new_row, dict) or old_row is None or not spec:
+        return None
+    if (old_value.class_name == _MAP) != (spec != "JoinKeyContainsUniqueKey") or _compatible(old_row, new_row):
+        return None
+    typed = _typed(old_row, new_row)
+    cls = serializer_class(old_value.class_name)
+    return SqlStateError(old.operator_id, name, state, _describe(old_row, typed), _describe(new_row, typed),
+                         f"For heap backends, the new state serializer ({cls}) must not be incompatible with "
+                         f"the old state serializer ({cls}).")
+
+
 def _value_serializer(serializers: Iterable[tuple[str, SerializerSnapshot]]) -> SerializerSnapshot | None:
     return next((s for role, s in serializers if role == "VALUE_SERIALIZER"), None)
 
@@ -141,6 +184,11 @@ def predict(old: OperatorSchemas, entry: dict[str, Any]) -> Iterator[SqlStateErr
         if st.backend_type != "KEY_VALUE":
             continue
         old_value = _value_serializer(st.serializers)
+        if st.name in _JOIN_RECORDS and old_value is not None:
+            err = _join_record_error(old, name, entry, st.name, old_value)
+            if err is not None:
+                yield err
+            continue
         new_value = _new_row(entry, st.name)
         if old_value is None or new_value is None or _compatible(old_value, new_value):
             continue
