@@ -66,10 +66,10 @@ class CheckOptions:
     matching: str = DEFAULT_MATCHING
     flink_version: FlinkVersion = field(default_factory=lambda: FlinkVersion.parse(None))
     allow_non_restored_state: bool = False
-    restore_path: RestorePath = RestorePath.SAVEPOINT  # by the Kubernetes operator's upgradeMode (upgrade_modes)
     with_remedies: bool = True
     rescale_detail: bool = True
     with_migration: bool = True
+    restore_path: RestorePath = RestorePath.SAVEPOINT  # by the Kubernetes operator's upgradeMode (upgrade_modes)
 
 
 @dataclass(frozen=True)

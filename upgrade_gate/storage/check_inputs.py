@@ -87,6 +87,6 @@ def check_upgrade(savepoint: SavepointSource, graph: GraphSource, *, hasher: str
     `read_check_inputs`'s keywords (old_graph, pointer, old_savepoint, new_job_savepoint, flink_config,
     settings, open_state)."""
     version = flink_version if isinstance(flink_version, FlinkVersion) else FlinkVersion.parse(flink_version)
-    options = CheckOptions(hasher, matching, version, allow_non_restored_state, with_remedies, rescale_detail,
-                           with_migration)
+    options = CheckOptions(hasher, matching, version, allow_non_restored_state, with_remedies=with_remedies,
+                           rescale_detail=rescale_detail, with_migration=with_migration)
     return check(read_check_inputs(savepoint, graph, options=options, **sources))  # type: ignore[arg-type]
