@@ -41,8 +41,10 @@ def test_the_operator_a_lost_state_was_rekeyed_away_from_is_warned_and_its_loss_
     assert _warned(report) == [f"'keyed' {HAZARD}, so code that expects restored state (a source enumerator, a sink "
                                f"committer, a function that reads what it restored) finds none and may fail after "
                                f"the restore"]
+    # the loss names the operator it was re-keyed away from where the savepoint records its uid and name (2.x); a
+    # 1.x savepoint's state has only its ID, and a counterpart by position is no evidence
     [loss] = report["losses"]
-    assert f"'keyed' {HAZARD}" in loss["consequence"]
+    assert (f"'keyed' {HAZARD}" in loss["consequence"]) is (release == "2.3.0")
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -52,8 +54,10 @@ def test_a_source_that_lost_its_position_is_warned(release: str) -> None:
 
 
 @pytest.mark.parametrize("release", RELEASES)
-@pytest.mark.parametrize("name", ["identical", "rescale-up", "stateless-operator-removed"])
+@pytest.mark.parametrize("name", ["identical", "rescale-up", "stateless-operator-removed", "stateful-operator-removed"])
 def test_no_warning_when_every_stateful_operator_gets_its_state_back(release: str, name: str) -> None:
+    """stateful-operator-removed: its state is lost, but no operator of the new job has its uid or name, and no
+    stateful one goes without state."""
     assert _warned(_check(BY_NAME[(release, name)])) == []
 
 

@@ -13,9 +13,9 @@ initialises with `isRestored() == true` and an empty list state.
 
 The rule warns for every operator of the new job that receives no state although it is stateful: what the graph
 alone shows (`upgrade_gate.gate.declared_state.stateful_reason`), or it is the counterpart of a savepoint state
-no operator takes (`rekeyed`: the state was re-keyed away from it, by uid, name or position as the remedies find
-counterparts, `upgrade_gate.gate.remedies.find_counterpart`). Only when the restore succeeds (or would with
-allowNonRestoredState) and some operator does get state back (a job restored into nothing at all, or
+no operator takes (`rekeyed`: the state was re-keyed away from it, found by the uid or name the savepoint recorded
+as the remedies find counterparts, `upgrade_gate.gate.remedies.find_counterpart`). Only when the restore succeeds
+(or would with allowNonRestoredState) and some operator does get state back (a job restored into nothing at all, or
 `upgradeMode: stateless`, is not warned), and not for an operator Flink restores as finished (FLIP-147,
 `TaskStateAssignment`'s fully finished operators): it never runs again.
 """
@@ -48,13 +48,15 @@ def receivers(sim: Simulation) -> set[int]:
 def rekeyed(lost: tuple[OperatorState, ...] | list[OperatorState], sim: Simulation,
             graph: StreamGraph) -> dict[str, int]:
     """Lost savepoint state (hex id) -> the node of the new job it was re-keyed away from: its unique counterpart
-    among the nodes that get no state (the remedies' matching, so the warning and the pin name the same node)."""
+    among the nodes that get no state by the uid or name the savepoint recorded (the remedies' matching, so the
+    warning and the pin name the same node). A counterpart by position only is no evidence that the node is
+    stateful (the only free node of a job whose stateful map was removed is its stateless sink): not counted."""
     got = receivers(sim)
     free = [n for n in graph.nodes if n.id not in got]
     out: dict[str, int] = {}
     for op in lost:
-        node, _, _ = find_counterpart(op, free, graph)
-        if node is not None:
+        node, how, _ = find_counterpart(op, free, graph)
+        if node is not None and how in ("uid", "name"):
             out[op.operator_id_hex] = node.id
             free.remove(node)
     return out
