@@ -30,6 +30,7 @@ VARIANTS = {
     "v2-lossy": "V2Lossy",
     "v2-fails": "V2Fails",
     "v2-restore-crash": "V2RestoreCrash",
+    "v2-rekeyed": "V2Rekeyed",
 }
 
 

@@ -63,7 +63,17 @@ from upgrade_gate.gate import rules, sql_explain, sql_meaning, sql_remedies, sta
 from upgrade_gate.gate.annotations import StateRoles
 from upgrade_gate.gate.findings import Findings, SavepointFacts, TypesNotCompared, state_names
 from upgrade_gate.gate.inputs import CheckInputs, GraphSide
-from upgrade_gate.gate.rules import Rule, RuleContext, autoscaler, config, misrouted, restore, sql, state_schema
+from upgrade_gate.gate.rules import (
+    Rule,
+    RuleContext,
+    autoscaler,
+    config,
+    misrouted,
+    restore,
+    restored_empty,
+    sql,
+    state_schema,
+)
 from upgrade_gate.gate.upgrade_modes import RestorePath
 from upgrade_gate.gate.verdict import decide
 from upgrade_gate.vocabulary import Verdict
@@ -198,7 +208,8 @@ def _migration(graph: StreamGraph, ids: Any, sim: Simulation) -> list[dict[str, 
 
 
 # the rules that depend on the graph, run again on the remedied graph, then those that read what no remedy changes
-RESTORE_RULES: tuple[Rule, ...] = (*restore.RULES, state_schema.kryo_upgrade_misreads, misrouted.traced_to_writers)
+RESTORE_RULES: tuple[Rule, ...] = (*restore.RULES, state_schema.kryo_upgrade_misreads, misrouted.traced_to_writers,
+                                   restored_empty.starts_empty)
 CHECK_RULES: tuple[Rule, ...] = (restore.mixed_max_parallelism, config.configuration,
                                  autoscaler.orphaned_parallelism_overrides, state_schema.schema_diff,
                                  sql.sql_state_refused, sql.sql_meaning_changed,
@@ -327,16 +338,22 @@ def _with_roles(inputs: CheckInputs, facts: SavepointFacts, shown: Simulation, f
             return None, bool(side.sql_state)
         return not old.graph.in_edges[w], bool(old.sql_state) and str(w) in (old.sql_state or {})
 
-    def roles(oid: str, names: tuple[str, ...] | list[str], name: str | None) -> StateRoles:
+    # a lost state re-keyed away from an operator of the new job: that operator starts empty, told it was restored
+    moved = ({} if o.restore_path is RestorePath.EMPTY or not restored_empty.receivers(shown) else
+             restored_empty.rekeyed(found.lost_states, shown, side.graph))
+
+    def roles(oid: str, names: tuple[str, ...] | list[str], name: str | None, whole: bool = False) -> StateRoles:
         source, in_sql = node_of(oid)
-        role, said, states = state_roles.describe(names, name or oid, source=source, sql=in_sql)
+        to = side.graph.by_id[moved[oid]].name if whole and oid in moved else None
+        role, said, states = state_roles.describe(names, name or oid, source=source, sql=in_sql, rekeyed_to=to)
         return StateRoles(str(role), said, states)
 
     # a misrouted state's loss is named after its receiver (the row of the table), but the operator that goes
     # without it is its owner: the writer when the old graph or the savepoint names it, else its operator id
     owners = {m.state.operator_id_hex: (m.writer or {}).get("name") or m.state.name or m.state.operator_id_hex
               for m in found.wrong_receiver}
-    losses = [dataclasses.replace(x, roles=roles(x.operator_id, x.names, owners.get(x.operator_id, x.name)))
+    losses = [dataclasses.replace(x, roles=roles(x.operator_id, x.names, owners.get(x.operator_id, x.name),
+                                                 x.orphaned and x.state is not None))
               for x in found.losses]
     wrong = [dataclasses.replace(m, roles=roles(m.state.operator_id_hex, state_names(m.state), m.state.name))
              for m in found.wrong_receiver]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["KNOWN_STATES", "KnownState", "Role", "consequence", "describe", "role_of"]
+__all__ = ["KNOWN_STATES", "KnownState", "Role", "consequence", "describe", "restored_empty", "role_of"]
 
 
 class Role(StrEnum):
@@ -130,13 +130,26 @@ def consequence(role: Role, operator: str) -> str:
     }[role]
 
 
+def restored_empty(operator: str) -> str:
+    """What an operator that gets no state in a restored job meets besides the data it lost: Flink says it was
+    restored (`PrioritizedOperatorSubtaskState#isRestored()` is true for every operator of a restored job), so code
+    written for a restore runs on empty state (issue #33, `upgrade_gate.gate.rules.restored_empty`)."""
+    return (f"'{operator}' starts empty in a restored job: Flink reports isRestored() == true to it, so code that "
+            f"expects restored state (a source enumerator, a sink committer, a function that reads what it restored) "
+            f"finds none and may fail after the restore")
+
+
 def describe(names: list[str] | tuple[str, ...], operator: str, *, source: bool | None,
-             sql: bool) -> tuple[Role, str, tuple[tuple[str, str], ...]]:
+             sql: bool, rekeyed_to: str | None = None) -> tuple[Role, str, tuple[tuple[str, str], ...]]:
     """The roles of the states a finding names: the most consequential, one consequence sentence per role (most
-    consequential first; a source's position and enumerator say the same thing once), and each state's role."""
+    consequential first; a source's position and enumerator say the same thing once), and each state's role.
+    `rekeyed_to`: the operator of the new job the state was re-keyed away from, which meets `restored_empty`."""
     roles = [(n, role_of(n, source=source, sql=sql)) for n in names] or [("", Role.USER_STATE)]
     distinct = sorted({r for _, r in roles}, key=_ORDER.__getitem__)
     if Role.SOURCE_POSITION in distinct and Role.SOURCE_ENUMERATOR in distinct:
         distinct.remove(Role.SOURCE_ENUMERATOR)  # the same data consequence: say it once
-    return (distinct[0], "; ".join(consequence(r, operator) for r in distinct),
+    said = [consequence(r, operator) for r in distinct]
+    if rekeyed_to is not None:
+        said.append(restored_empty(rekeyed_to))
+    return (distinct[0], "; ".join(said),
             tuple((n, str(r)) for n, r in roles if n))
