@@ -41,7 +41,7 @@ def test_hook_never_waits_longer_than_the_budget(blackholed: FaultProxy) -> None
     with pytest.raises(StorageError) as info:
         hook.load_savepoint("s3://bucket/job/savepoint-abcdef-0123456789ab")
     elapsed = time.monotonic() - start
-    assert elapsed < 3.5, elapsed
+    assert elapsed < 4.5, elapsed  # the 3 s budget plus scheduling slack on a loaded machine (the server: forever)
     assert "s3://bucket/job/savepoint-abcdef-0123456789ab/_metadata: timed out after" in str(info.value)
     assert blackholed.log and all(action == "blackhole" for _, _, action in blackholed.log)
 
@@ -66,5 +66,5 @@ def test_hook_reading_a_trickling_server_ends_at_the_budget(monkeypatch: pytest.
         with pytest.raises(StorageError) as info:
             SavepointStorageHook(CONN_ID).load_savepoint("s3://bucket/job/sp/_metadata")
         elapsed = time.monotonic() - start
-    assert 2.9 <= elapsed < 3.5, elapsed
+    assert 2.9 <= elapsed < 4.5, elapsed  # the 3 s budget plus slack; trickled to the end it would take 100 s
     assert "s3://bucket/job/sp/_metadata: timed out after 3.0 s" in str(info.value)
