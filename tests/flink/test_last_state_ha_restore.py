@@ -28,7 +28,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,7 +180,9 @@ class Application:
     def tm_out(self) -> str:
         return "".join(p.read_text(errors="replace") for p in sorted(self.log.glob("flink-*-taskexecutor-*.out")))
 
-    def wait(self, what: str, done, timeout: float = 100) -> object:
+    def wait(self, what: str, done: Callable[[], object], timeout: float = 100) -> object:
+        """Poll `done` until true; fail with the JobManager log once the time is up or every JVM has exited (an
+        application cluster whose job failed shuts itself down)."""
         deadline = time.monotonic() + timeout
         while not (result := done()):
             if time.monotonic() > deadline or not any(_alive(p) for p in self.pids):
@@ -212,6 +214,7 @@ def _upgrade(daemons: Daemons, home_of: dict[str, Path], root: Path, new: str) -
     daemons.zk(home_of["v1"], "deleteall", f"/flink/{cluster_id}/execution-plans")
     v2 = Application(daemons, home_of[new], root / new, main_class(new), cluster_id, checkpoints)
     v2.start()
+
     def settled() -> bool:  # restored and running the new code, or failed
         jm = v2.jm_log()
         return bool(("from Checkpoint" in jm and f"variant={new}" in v2.tm_out()) or NO_OPERATOR.search(jm)
