@@ -31,6 +31,7 @@ VARIANTS = {
     "v2-fails": "V2Fails",
     "v2-restore-crash": "V2RestoreCrash",
     "v2-rekeyed": "V2Rekeyed",
+    "v2-stateless-rekeyed": "V2StatelessRekeyed",
 }
 
 
