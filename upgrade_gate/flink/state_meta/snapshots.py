@@ -67,9 +67,11 @@ SIMPLE = frozenset({
     "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot",
     "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot",
     "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot",
-    # flink-table-runtime's simple snapshots
+    # flink-table-runtime's simple snapshots (the legacy group windows' namespaces: TimeWindow, CountWindow)
     *(f"org.apache.flink.table.runtime.typeutils.{t}Serializer${t}SerializerSnapshot" for t in (
         "StringData", "RawValueData")),
+    *(f"org.apache.flink.table.runtime.operators.window.{t}$Serializer${t}SerializerSnapshot" for t in (
+        "TimeWindow", "CountWindow")),
 })
 GENERIC_TYPE = frozenset({
     "org.apache.flink.api.java.typeutils.runtime.ValueSerializer$ValueSerializerSnapshot",
