@@ -217,7 +217,8 @@ def _upgrade(daemons: Daemons, home_of: dict[str, Path], root: Path, new: str) -
 
     def settled() -> bool:  # restored and running the new code, or failed
         jm = v2.jm_log()
-        return bool(("from Checkpoint" in jm and f"variant={new}" in v2.tm_out()) or NO_OPERATOR.search(jm)
+        # a count line ("UGATE variant=..."), not only the operators' init lines ("UGATE-INIT variant=...")
+        return bool(("from Checkpoint" in jm and f"UGATE variant={new} " in v2.tm_out()) or NO_OPERATOR.search(jm)
                     or re.search(r"switched from state \w+ to FAILED", jm))
 
     v2.wait("the new job restored or failed", settled)
