@@ -54,6 +54,7 @@ def test_fail_on_restore_fails_still_blocks_a_refused_restore(cli, tmp_path) -> 
     assert doc["verdict"] == "RESTORE_FAILS"
     assert doc["gate"] | {"decision": None} == {"passes": False, "verdict": "RESTORE_FAILS", "fail_on": "RESTORE_FAILS",
                                                 "decision": None, "waived": [], "expired": [], "unwaived": ["keyed"],
+                                                "unmatched": [],
                                                 "not_waivable": []}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,19 @@ def test_the_manifest_owns_the_inputs(cli, tmp_path: Path) -> None:
     empty.mkdir()
     p = cli("check", "--manifest", str(empty))
     assert p.returncode == 2 and "a directory without upgrade-gate.jobs.yaml" in p.stderr
+
+
+def test_every_note_a_job_prints_names_the_job(cli, tmp_path: Path) -> None:
+    """The single check names on stderr the snapshot a `latest:` savepoint resolved to; in a manifest each such
+    line says whose it is (fifty jobs' "savepoint: ..." lines are otherwise anonymous)."""
+    shutil.copytree(SP, tmp_path / "savepoints" / "savepoint-0a1b2c-0123456789ab")
+    path = _write(tmp_path, f"""\
+jobs:
+  - {{name: orders, graph: {SAFE_GRAPH}, savepoint: "latest:{tmp_path / 'savepoints'}"}}
+  - {{name: payments, graph: {BLOCKED_GRAPH}, savepoint: "latest:{tmp_path / 'savepoints'}"}}
+""")
+    p = cli("check", "--manifest", str(path), "--format", "json")
+    assert p.returncode == 1, p.stderr
+    lines = p.stderr.splitlines()
+    assert [line.split(": ", 1)[0] for line in lines if "savepoint: " in line] == ["job orders", "job payments"]
+    assert all(line.startswith(("job orders: ", "job payments: ")) for line in lines), lines

@@ -164,6 +164,31 @@ def test_the_action_passes_a_safe_manifest(runner: dict[str, Path], tmp_path: Pa
     assert "### Flink Upgrade Gate: SAFE" in summary
 
 
+def _waivers_in_a_spaced_path(tmp_path: Path) -> Path:
+    """A real policy file whose path has a space: a value a word-splitting `args` would cut in two."""
+    folder = tmp_path / "team policy"
+    folder.mkdir()
+    policy = folder / ".upgrade-gate.yaml"
+    policy.write_text("waivers: []\n", encoding="utf-8")
+    return policy
+
+
+def test_the_action_splits_args_as_a_shell_would(runner: dict[str, Path], tmp_path: Path) -> None:
+    """A quoted value with a space reaches the gate whole (split on spaces, `--waivers` would get half a path and
+    the step would end 2, bad input); the verdict is the blocked graph's own."""
+    policy = _waivers_in_a_spaced_path(tmp_path)
+    code, outputs, _ = _run_action(runner, tmp_path / "quoted", {
+        "graph": str(BLOCKED_GRAPH), "savepoint": str(SP), "format": "json",
+        "args": f"--flink-version 2.3 --waivers {shlex.quote(str(policy))}"})
+    assert (code, outputs["exit-code"], outputs["verdict"]) == (1, "1", "RESTORE_FAILS")
+
+
+def test_the_action_refuses_args_it_cannot_split(runner: dict[str, Path], tmp_path: Path) -> None:
+    code, outputs, _ = _run_action(runner, tmp_path / "unbalanced", {
+        "graph": str(SAFE_GRAPH), "savepoint": str(SP), "args": "--waivers 'never closed"})
+    assert (code, outputs["exit-code"], outputs["verdict"]) == (2, "2", "BAD_INPUT")
+
+
 # ---- GitLab CI template -------------------------------------------------------------------------------------------
 def _template() -> dict[str, Any]:
     return yaml.safe_load(GITLAB.read_text(encoding="utf-8"))
@@ -177,18 +202,32 @@ def test_the_gitlab_template_is_a_hidden_job_keeping_a_junit_report() -> None:
     _assert_real_flags("\n".join(job["script"]))
 
 
-@pytest.mark.parametrize(("graph", "expected"), [(SAFE_GRAPH, 0), (BLOCKED_GRAPH, 1)])
-def test_the_gitlab_script_keeps_the_exit_code(tmp_path: Path, graph: Path, expected: int) -> None:
+def _run_gitlab_script(tmp_path: Path, **variables: str) -> subprocess.CompletedProcess[str]:
     """The script as GitLab's runner runs it (bash -eo pipefail, the job's variables in the environment), with this
     checkout's `upgrade-gate` on PATH in place of `before_script`'s install."""
     job = _template()[".upgrade-gate"]
     script = tmp_path / "script.sh"
     script.write_text("\n".join(job["script"]), encoding="utf-8")
-    env = {**os.environ, **{k: str(v) for k, v in job["variables"].items()},
-           "UPGRADE_GATE_GRAPH": str(graph), "UPGRADE_GATE_SAVEPOINT": str(SP),
+    env = {**os.environ, **{k: str(v) for k, v in job["variables"].items()}, **variables,
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=tmp_path, env=env,
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(("graph", "expected"), [(SAFE_GRAPH, 0), (BLOCKED_GRAPH, 1)])
+def test_the_gitlab_script_keeps_the_exit_code(tmp_path: Path, graph: Path, expected: int) -> None:
+    done = _run_gitlab_script(tmp_path, UPGRADE_GATE_GRAPH=str(graph), UPGRADE_GATE_SAVEPOINT=str(SP))
     assert done.returncode == expected, done.stdout + done.stderr
     assert done.stdout.startswith(f"VERDICT: {'SAFE' if expected == 0 else 'RESTORE_FAILS'}")
     assert (tmp_path / "upgrade-gate-junit.xml").stat().st_size > 0
+
+
+def test_the_gitlab_script_splits_args_as_a_shell_would(tmp_path: Path) -> None:
+    policy = _waivers_in_a_spaced_path(tmp_path)
+    done = _run_gitlab_script(tmp_path, UPGRADE_GATE_GRAPH=str(BLOCKED_GRAPH), UPGRADE_GATE_SAVEPOINT=str(SP),
+                              UPGRADE_GATE_ARGS=f"--flink-version 2.3 --waivers {shlex.quote(str(policy))}")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: RESTORE_FAILS")
+    refused = _run_gitlab_script(tmp_path, UPGRADE_GATE_GRAPH=str(SAFE_GRAPH), UPGRADE_GATE_SAVEPOINT=str(SP),
+                                 UPGRADE_GATE_ARGS="--waivers 'never closed")
+    assert refused.returncode == 2 and "cannot be split" in refused.stderr

@@ -186,3 +186,24 @@ def test_a_uid_names_the_loss_of_a_savepoint_that_records_no_uids():
     d = decide(loss, waivers=[waiver("keyed")], today=DAY)
     assert d.passes and d.accepted == (loss["losses"][0]["operator_id"],)
     assert not decide(loss, waivers=[waiver("lists")], today=DAY).passes
+
+
+def test_a_waiver_that_matches_nothing_at_risk_is_named_as_stale():
+    """A waiver whose loss is gone (or whose name is misspelt) would otherwise sit in the file until it silently
+    waives some later, unintended loss of that name: the decision names it, in its line and its JSON."""
+    loss = real_check(*LOSS)
+    stale, used = waiver("old-dedup"), waiver("keyed")
+    d = decide(loss, waivers=[used, stale], today=DAY)
+    assert d.passes and d.unmatched == (stale,)
+    assert d.line.endswith("; waiver old-dedup (.upgrade-gate.yaml #1, by platform team, until 2026-12-31) matches "
+                           "nothing at risk (stale?)")
+    assert d.to_json()["unmatched"] == [stale.to_json()]
+    other_state = waiver("keyed", state="not-this-one")
+    assert decide(loss, waivers=[other_state], today=DAY).unmatched == (other_state,)
+    # a waiver that names misrouted state cannot apply, and says so: it is not also called stale
+    misrouted = real_check("2.3.0", "misroute-sources-swapped-no-uids", False, True)
+    assert decide(misrouted, waivers=[waiver("Source: payments")], today=DAY).unmatched == ()
+    # a check scoped to one job does not call another job's (job-less) waiver stale; its own job's, it does
+    scoped = GatePolicy((stale, waiver("gone", job="ledger-rollup")), today=DAY).decide(loss, job="ledger-rollup")
+    assert [w.operator for w in scoped.unmatched] == ["gone"]
+    assert decide(real_check("2.3.0", "rescale-up"), waivers=[used], today=DAY).unmatched == (used,)

@@ -38,7 +38,9 @@ class GateDecision:
     """`verdict`: the check's; `effective`: what is left once the waivers are applied (SAFE when every loss is
     waived); `accepted` / `unaccepted`: the lost operators (or `operator/state`) waived and not waived;
     `waived`: the waivers that applied; `expired`: waivers that would have applied but are past their day;
-    `not_waivable`: waivers that name state no waiver can cover, with why."""
+    `not_waivable`: waivers that name state no waiver can cover, with why; `unmatched`: live waivers meant for this
+    check that name nothing it found at risk (stale: the loss they were written for is gone, or they are misspelt),
+    so a team notices them before they silently waive some later, unintended loss."""
 
     passes: bool
     verdict: Verdict
@@ -49,6 +51,7 @@ class GateDecision:
     waived: tuple[Waiver, ...] = ()
     expired: tuple[Waiver, ...] = ()
     not_waivable: tuple[str, ...] = ()
+    unmatched: tuple[Waiver, ...] = ()
 
     @property
     def left(self) -> Verdict:
@@ -82,7 +85,8 @@ class GateDecision:
             head = f"blocks: {self.left} is at or above --fail-on {self.fail_on}"
             if self.unaccepted and self.verdict is Verdict.STATE_LOSS:
                 head += f"; not waived: {', '.join(self.unaccepted)}"
-        extra = [f"expired waiver {w.label(expired=True)}" for w in self.expired] + list(self.not_waivable)
+        extra = ([f"expired waiver {w.label(expired=True)}" for w in self.expired] + list(self.not_waivable)
+                 + [f"waiver {w.label()} matches nothing at risk (stale?)" for w in self.unmatched])
         return "; ".join([head, *extra])
 
     def to_json(self) -> dict[str, Any]:
@@ -90,7 +94,7 @@ class GateDecision:
         return {"passes": self.passes, "verdict": str(self.left), "fail_on": str(self.fail_on),
                 "decision": self.line, "waived": [w.to_json() for w in self.waived],
                 "expired": [w.to_json() for w in self.expired], "unwaived": list(self.unaccepted),
-                "not_waivable": list(self.not_waivable)}
+                "not_waivable": list(self.not_waivable), "unmatched": [w.to_json() for w in self.unmatched]}
 
 
 @dataclass(frozen=True)
@@ -180,14 +184,24 @@ def decide(check: Mapping[str, Any], accept_state_loss: str | Iterable[str] | No
             accepted.append(label)
         else:
             unaccepted.append(label if missing == states else ", ".join(f"{label}/{s}" for s in missing))
+    named: dict[Waiver, None] = {}  # live waivers that name something at risk, applied or not
+    for loss in _rows(check, "losses"):
+        keys, states = _keys(loss, uids), {str(s) for s in loss.get("state_names") or []}
+        named.update(dict.fromkeys(w for w in live if names[w] & keys and (w.state is None or not states
+                                                                           or w.state in states)))
     for row in misrouted:
         keys = _misrouted_keys(row)
         label = str(row.get("uid") or row.get("name") or row.get("operator_id"))
+        hits = [w for w in live if names[w] & keys]
+        named.update(dict.fromkeys(hits))
         not_waivable += [f"waiver {w.label()} cannot be applied: {label} is {Verdict.STATE_MISROUTED}, and only "
-                         f"STATE_LOSS can be waived" for w in live if names[w] & keys]
+                         f"STATE_LOSS can be waived" for w in hits]
+    # a waiver without `job:` in a check scoped to one job may be meant for another job of the fleet: not stale here
+    unmatched = tuple(w for w in live if w not in named and w not in used and (w.job is not None or job is None))
     if verdict is Verdict.RESTORE_FAILS and used:
         not_waivable.append("the restore is refused (RESTORE_FAILS): no waiver lets a refused restore through")
     all_waived = verdict is Verdict.STATE_LOSS and bool(accepted) and not unaccepted
     effective = Verdict.SAFE if all_waived else verdict
     return GateDecision(effective.severity < fail_on.severity, verdict, tuple(accepted), tuple(unaccepted),
-                        effective, fail_on, tuple(used), tuple(expired), tuple(dict.fromkeys(not_waivable)))
+                        effective, fail_on, tuple(used), tuple(expired), tuple(dict.fromkeys(not_waivable)),
+                        unmatched)

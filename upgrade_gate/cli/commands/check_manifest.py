@@ -11,6 +11,8 @@ savepoint) is reported by name and the others are still checked.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import sys
@@ -174,6 +176,26 @@ def read_manifest(given: str, add_arguments: Callable[[argparse.ArgumentParser],
     return path, jobs
 
 
+class _JobLines(io.TextIOBase):
+    """stderr seen through one job: every line the single check prints (the savepoint it chose, a note on an
+    assumed default, a warning) starts with `job NAME:`, so in a run over fifty jobs each note says whose it is."""
+
+    def __init__(self, name: str, target: Any) -> None:
+        self._prefix, self._target, self._at_start = f"job {name}: ", target, True
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        for piece in text.splitlines(keepends=True):
+            self._target.write((self._prefix if self._at_start else "") + piece)
+            self._at_start = piece.endswith("\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+
 def _check_each(jobs: list[ManifestJob], check_job: Callable[[argparse.Namespace], Any]) -> list[JobOutcome]:
     """Each job through the single check's path; bad input stops that job only, named on stderr as it happens."""
     outcomes = []
@@ -181,7 +203,8 @@ def _check_each(jobs: list[ManifestJob], check_job: Callable[[argparse.Namespace
         try:
             if getattr(job.args, "job", None) is None:  # waivers scoped to a job (`job:`) match the manifest's name
                 job.args.job = job.name
-            outcomes.append(JobOutcome(job.name, check=check_job(job.args)))
+            with contextlib.redirect_stderr(_JobLines(job.name, sys.stderr)):
+                outcomes.append(JobOutcome(job.name, check=check_job(job.args)))
         except InputError as exc:
             print(f"upgrade-gate: error: job {job.name}: {exc}", file=sys.stderr)
             outcomes.append(JobOutcome(job.name, error=str(exc)))
