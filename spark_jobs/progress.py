@@ -9,6 +9,11 @@ logs one line every `interval` seconds, which spark-submit streams to its caller
 log of `flink_fleet_scan`). Progress is advisory: a lost datagram only delays a count, a retried
 task may count its jobs twice (the shown count is capped at the total), and the job's result
 never depends on it.
+
+The rate and the ETA are the rate of the last `WINDOW_S` seconds of counting, not of the whole run: a
+fleet run spends its first tens of seconds launching executors and Python workers with nothing to
+count, and an average over that time predicted hours for a run that ended a minute later. Until
+the first count arrives the line says the tasks are starting.
 """
 
 from __future__ import annotations
@@ -17,25 +22,29 @@ import logging
 import socket
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 SEND_EVERY_S = 0.5
+WINDOW_S = 30.0  # the rate behind the ETA: jobs counted in the last half minute
 
 
 class Progress:
     """Driver side: a UDP counter and a reporter thread; `address` goes into the tasks' closures."""
 
     def __init__(self, log: logging.Logger, what: str, total: int, host: str = "127.0.0.1",
-                 interval: float = 5.0) -> None:
-        self.log, self.what, self.total, self.interval = log, what, total, interval
+                 interval: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.log, self.what, self.total, self.interval, self._clock = log, what, total, interval, clock
         self.done = 0
+        self._samples: deque[tuple[float, int]] = deque()  # (when, done) at each report, the last WINDOW_S
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._sock.bind((host, 0))
         self._sock.settimeout(0.2)
         self.address: tuple[str, int] = self._sock.getsockname()
         self._stop = threading.Event()
-        self._start = time.monotonic()
+        self._start = clock()
         self._threads = [threading.Thread(target=self._receive, daemon=True, name="progress-receive"),
                          threading.Thread(target=self._report, daemon=True, name="progress-report")]
 
@@ -78,11 +87,22 @@ class Progress:
 
     def line(self) -> str:
         """"fleet_ids: 1,200/10,000 jobs (12.0 %), 240.0 jobs/s, 37 s left, 5 s elapsed"."""
-        elapsed = time.monotonic() - self._start
-        rate = self.done / elapsed if elapsed > 0 else 0.0
+        now = self._clock()
+        elapsed = now - self._start
+        samples = self._samples
+        samples.append((now, self.done))
+        while len(samples) > 2 and now - samples[1][0] >= WINDOW_S:
+            samples.popleft()  # keep one sample at or before the window's start as the base
+        base = samples[0]
+        if base[1] == 0:  # the window began before the first count: measure from the last moment with none
+            base = [s for s in samples if s[1] == 0][-1]
+        span = now - base[0]
+        rate = (self.done - base[1]) / span if span > 0 else 0.0
         pct = 100.0 * self.done / self.total if self.total else 100.0
         if self.done >= self.total:
             eta = "done"
+        elif self.done == 0:
+            eta = "tasks starting"
         elif rate > 0:
             eta = f"{(self.total - self.done) / rate:.0f} s left"
         else:
