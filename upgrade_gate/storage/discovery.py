@@ -22,6 +22,8 @@ or one of three discovery forms, each resolved to one snapshot directory before 
 * `k8s:<file.yaml>[#name]`: a `FlinkDeployment` / `FlinkSessionJob` as `kubectl get -o yaml` prints
   it (optionally with its `FlinkStateSnapshot` resources): the savepoint its status records
   (`upgrade_gate.storage.k8s_operator`).
+* `kube://[context@]namespace/kind/name`: the same resource read from the live Kubernetes API with its
+  namespace's `FlinkStateSnapshot`s (`upgrade_gate.storage.k8s_live`), chosen by the same code.
 
 Every answer says on one line which snapshot was chosen and why (`Found.how`), so a user sees it
 before the verdict. Errors are `StorageError`s: exit 2, one line naming the location.
@@ -46,7 +48,7 @@ from urllib.parse import parse_qs, quote, unquote, urlparse
 
 from hashing.errors import describe
 from upgrade_gate.flink.metadata import METADATA_FILE_NAME, CheckpointMetadata
-from upgrade_gate.storage import k8s_operator, remote
+from upgrade_gate.storage import k8s_live, k8s_operator, remote
 from upgrade_gate.storage.redact import one_line, redact
 from upgrade_gate.storage.s3 import (
     Deadline,
@@ -72,6 +74,7 @@ from upgrade_gate.storage.watchdog import guard_boto_client
 LATEST = "latest:"
 FLINK_REST = ("flink-rest://", "flink-rest+https://")
 K8S = "k8s:"
+KUBE = k8s_live.KUBE
 KINDS = ("savepoint", "checkpoint")
 MAX_REST_BYTES = remote.MAX_ANSWER_BYTES
 MAX_POINTER_CHARS = 4096  # a savepoint path; Flink's own are ~100 characters
@@ -90,7 +93,8 @@ SYNTAX_HELP = ("a savepoint or retained checkpoint: a directory, a _metadata fil
                "state.checkpoints.dir, newest of that job; DIR=<checkpoints dir>/<JOBID>: its latest complete retained "
                "checkpoint), flink-rest://HOST:PORT/JOB (JOB = name or id: its latest "
                "savepoint or retained checkpoint per Flink's REST API; flink-rest+https:// for TLS), k8s:FILE.yaml "
-               "(the savepoint a FlinkDeployment/FlinkSessionJob's status records; #NAME picks one of several)")
+               "(the savepoint a FlinkDeployment/FlinkSessionJob's status records; #NAME picks one of several), "
+               "kube://[CONTEXT@]NAMESPACE/KIND/NAME (the same, read from the live Kubernetes API)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +113,7 @@ class Found:
 
 
 def is_discovery(spec: str) -> bool:
-    return spec.startswith((LATEST, K8S, *FLINK_REST))
+    return spec.startswith((LATEST, K8S, KUBE, *FLINK_REST))
 
 
 def resolve(spec: str, *, client: Any | None = None) -> Found:
@@ -123,9 +127,17 @@ def resolve(spec: str, *, client: Any | None = None) -> Found:
         file, _, name = spec[len(K8S):].partition("#")
         if not file:
             raise StorageError(f"{spec}: expected k8s:FILE.yaml (the resource as `kubectl get -o yaml` prints it)")
-        snap = k8s_operator.current_snapshot(k8s_operator.load_resources(file), name or None)
-        return Found(normalise_pointer(snap.path), f"{file}: {snap.field}")
+        return k8s_found(k8s_operator.load_resources(file), name or None)
+    if spec.startswith(KUBE):
+        live = k8s_live.read_live(k8s_live.parse_ref(spec))
+        return k8s_found(live.resources, live.ref.name)
     return Found(spec, "as given")
+
+
+def k8s_found(resources: k8s_operator.Resources, name: str | None = None) -> Found:
+    """The savepoint an operator resource's status records, however the resource was read (file or live API)."""
+    snap = k8s_operator.current_snapshot(resources, name)
+    return Found(normalise_pointer(snap.path), f"{resources.source}: {snap.field}")
 
 
 def load(spec: str, *, client: Any | None = None,
@@ -133,7 +145,12 @@ def load(spec: str, *, client: Any | None = None,
     """Resolve and read: the parsed `_metadata` and where it came from. When the chosen snapshot's
     `_metadata` ends early (still being written or copied) and discovery found older ones, the newest
     complete one is read and the returned `Found` names what was skipped."""
-    found = resolve(spec, client=client)
+    return load_found(resolve(spec, client=client), client=client, max_bytes=max_bytes)
+
+
+def load_found(found: Found, *, client: Any | None = None,
+               max_bytes: int = MAX_METADATA_BYTES) -> tuple[CheckpointMetadata, Found]:
+    """`load` of a snapshot already resolved (an operator resource read once, gated and then patched)."""
     choices = [(loc, lambda loc=loc: read_metadata_blob(loc, max_bytes=max_bytes,
                                                         client=client if is_s3(loc) else None))
                for loc in (found.location, *found.fallbacks)]

@@ -116,19 +116,37 @@ def _text(value: Any) -> str | None:
 def load_resources(name: str) -> Resources:
     """Every operator resource in a YAML file: one resource, several `---` documents, or a `kind: List`
     (what `kubectl get flinkdeployment,flinkstatesnapshot -o yaml` prints)."""
-    data = read_local_file(local_path(name), RESOURCE_LIMITS.max_bytes, name=name, what=RESOURCE_FILE,
-                           error=StorageError)
-    return parse_resources(data, name)
+    return resources_from_items(load_items(name), name)
 
 
 def parse_resources(data: bytes, name: str) -> Resources:
     """`load_resources` of a file's bytes (what the fuzz tests drive)."""
+    return resources_from_items(parse_items(data, name), name)
+
+
+def load_items(name: str) -> list[Any]:
+    """The resources of a YAML file as written (a Blue/Green template not unwrapped): what `upgrade-gate apply`
+    patches a live resource's spec with."""
+    data = read_local_file(local_path(name), RESOURCE_LIMITS.max_bytes, name=name, what=RESOURCE_FILE,
+                           error=StorageError)
+    return parse_items(data, name)
+
+
+def parse_items(data: bytes, name: str) -> list[Any]:
+    """Every document of the file, a `kind: List`'s items in its place."""
     items: list[Any] = []
     for doc in _yaml_documents(data, name):
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
             items.extend(doc["items"])
         else:
             items.append(doc)
+    return items
+
+
+def resources_from_items(items: list[Any], name: str) -> Resources:
+    """The job, session-cluster and snapshot resources among `items`, however they were read: a YAML file
+    (`load_resources`) or the live API (`upgrade_gate.storage.k8s_live`), so both choose the same savepoint and
+    settings. `name` is what messages call the source."""
     jobs, snaps, sessions = [], [], []
     for item in items:
         if not isinstance(item, dict):
@@ -145,7 +163,7 @@ def parse_resources(data: bytes, name: str) -> Resources:
         kinds = sorted({one_line(i.get("kind"), 40) for i in items if isinstance(i, dict)}) or ["nothing"]
         more = f" and {len(kinds) - 10} more" if len(kinds) > 10 else ""
         what = " (only a session cluster, without spec.job)" if sessions else ""
-        raise StorageError(f"{name}: no FlinkDeployment or FlinkSessionJob with a job in this file "
+        raise StorageError(f"{name}: no FlinkDeployment or FlinkSessionJob with a job here "
                            f"(found {', '.join(kinds[:10])}{more}{what})")
     return Resources(name, tuple(jobs), tuple(snaps), tuple(sessions))
 

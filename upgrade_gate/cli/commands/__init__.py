@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-COMMANDS = ("ids", "inspect", "mapping", "check", "lint", "repair", "export")
+COMMANDS = ("ids", "inspect", "mapping", "check", "apply", "lint", "repair", "export")
 
 
 def load(name: str) -> ModuleType:

@@ -19,7 +19,7 @@ from upgrade_gate.gate.flink_config import parse_settings
 from upgrade_gate.gate.inputs import CheckOptions
 from upgrade_gate.gate.policy import DEFAULT_FAIL_ON, FAIL_ON_LEVELS, GateDecision, decide
 from upgrade_gate.gate.upgrade_modes import RestorePath, restore_path
-from upgrade_gate.storage import discovery, k8s_operator
+from upgrade_gate.storage import discovery, k8s_live, k8s_operator
 from upgrade_gate.storage.check_inputs import read_check_inputs, read_side
 from upgrade_gate.storage.discovery import SYNTAX_HELP
 from upgrade_gate.storage.redact import redact
@@ -58,11 +58,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "apply: its Flink version, parallelism, flinkConfiguration, args and "
                              "allowNonRestoredState are the new job's settings")
     parser.add_argument("--current", default=None, metavar="CURRENT.yaml",
-                        help="the running resource as `kubectl get flinkdeployment NAME -o yaml` prints it: the "
-                             "savepoint its status records is checked (same as --savepoint k8s:CURRENT.yaml)")
+                        help="the running resource as `kubectl get flinkdeployment NAME -o yaml` prints it, or read "
+                             "from the live API as kube://[CONTEXT@]NAMESPACE/KIND/NAME: the savepoint its status "
+                             "records is checked (same as --savepoint k8s:CURRENT.yaml)")
+    add_jar_argument(parser)
+    add_gate_options(parser)
+
+
+def add_jar_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jar", default=None,
                         help="with --deployment and no --graph: the built job jar to export the graph from, when the "
                              "spec's jarURI is not a local file (local:// is inside the image)")
+
+
+def add_gate_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the judgement itself, shared with `upgrade-gate apply` (which names its sources otherwise)."""
     parser.add_argument("--old-graph", default=None,
                         help="the job graph that wrote the savepoint (spec, plan or exporter output): traces every "
                              "state to its writer to catch state restored into the wrong operator")
@@ -112,7 +122,8 @@ def repair_offer(res: CheckResult, savepoint: CheckpointMetadata, graph: Any, ol
     return offer(res, savepoint, read_side(graph), old=read_side(old) if old is not None else None,
                  hasher=args.hasher, matching=args.matching, flink_version=flink_version,
                  opener=state_stream_opener(), graph=args.graph or "GRAPH", old_graph=args.old_graph,
-                 savepoint=redact(args.savepoint or f"{discovery.K8S}{args.current}"))
+                 savepoint=redact(args.savepoint or (args.current if k8s_live.is_live(args.current)
+                                                     else f"{discovery.K8S}{args.current}")))
 
 
 def _report_states(res: CheckResult) -> dict[str, list[dict[str, Any]]] | None:
@@ -141,15 +152,26 @@ def _coloured(text: str) -> str:
     return f"\033[1;{colour}m{first}\033[0m{sep}{rest}"
 
 
-def _savepoint(args: argparse.Namespace) -> Any:
+def _savepoint(args: argparse.Namespace, current: k8s_operator.Resources | None) -> Any:
     """What to check against: a location as given (read by the core), or a discovery form resolved first
     and named on stderr, so the user sees which snapshot was chosen before the verdict."""
     if args.savepoint and args.current:
         raise InputError("give --savepoint or --current, not both (--current FILE is --savepoint k8s:FILE)")
-    spec = args.savepoint or (f"{discovery.K8S}{args.current}" if args.current else None)
-    if not spec:
+    if current is not None:  # the resource read once (file or live API): its status's savepoint
+        return _announced(*discovery.load_found(discovery.k8s_found(current)))
+    if not args.savepoint:
         raise InputError("--savepoint is required (or --current with a Kubernetes operator resource)")
-    return resolve_savepoint(spec)
+    return resolve_savepoint(args.savepoint)
+
+
+def current_resources(args: argparse.Namespace) -> k8s_operator.Resources | None:
+    """`--current`: a `kubectl get -o yaml` file, or the live resource (`kube://`), read once for the savepoint and
+    the running Flink version alike."""
+    if not args.current:
+        return None
+    if k8s_live.is_live(args.current):
+        return k8s_live.read_live(k8s_live.parse_ref(args.current)).resources
+    return k8s_operator.load_resources(args.current)
 
 
 def resolve_savepoint(spec: str) -> Any:
@@ -157,7 +179,11 @@ def resolve_savepoint(spec: str) -> Any:
     resolved first and named on stderr, so the user sees which snapshot was chosen."""
     if not discovery.is_discovery(spec):
         return spec
-    metadata, found = discovery.load(spec)
+    return _announced(*discovery.load(spec))
+
+
+def _announced(metadata: CheckpointMetadata, found: discovery.Found) -> CheckpointMetadata:
+    """The savepoint read, after saying on stderr which one it is and why."""
     print(f"savepoint: {metadata.source} ({found.how})", file=sys.stderr)
     for warning in found.warnings():
         print(f"warning: {warning}", file=sys.stderr)
@@ -184,13 +210,13 @@ def gate_policy(args: argparse.Namespace) -> tuple[Verdict, GatePolicyFile | Non
     return Verdict(fail_on), policy_file
 
 
-def _restore_path(args: argparse.Namespace, settings: k8s_operator.JobSettings | None) -> RestorePath:
+def _restore_path(current_res: k8s_operator.Resources | None,
+                  settings: k8s_operator.JobSettings | None) -> RestorePath:
     """With --deployment, the operator's upgradeMode decides how the new job gets its state (`gate.upgrade_modes`);
     HA metadata is not used across a Flink version change, which --current tells."""
     if settings is None:
         return RestorePath.SAVEPOINT  # `flink run -s`
-    current = (k8s_operator.job_settings(k8s_operator.load_resources(args.current)).flink_version
-               if args.current else None)
+    current = k8s_operator.job_settings(current_res).flink_version if current_res is not None else None
     changed = current is not None and settings.flink_version is not None and current != settings.flink_version
     return restore_path(settings.upgrade_mode, session_job=settings.session_job, flink_version_changed=changed,
                         blue_green=settings.blue_green)
@@ -212,9 +238,10 @@ class JobCheck:
                 "gate": self.decision.to_json()}
 
 
-def check_job(args: argparse.Namespace) -> JobCheck:
-    """Read what `args` names and check it: the one path of a single check and of each job of a manifest
-    (`upgrade_gate/cli/commands/check_manifest.py`)."""
+def check_job(args: argparse.Namespace, current: k8s_operator.Resources | None = None) -> JobCheck:
+    """Read what `args` names and check it: the one path of a single check, of each job of a manifest
+    (`upgrade_gate/cli/commands/check_manifest.py`) and of `upgrade-gate apply`, which passes the live resource it
+    read (`current`) so the resource gated is the resource patched."""
     fail_on, policy_file = gate_policy(args)  # read before the savepoint, so a bad file fails first
     settings = (k8s_operator.job_settings(k8s_operator.load_resources(args.deployment))
                 if args.deployment else None)
@@ -226,7 +253,9 @@ def check_job(args: argparse.Namespace) -> JobCheck:
         from upgrade_gate.cli.commands.deployment import export_for_deployment, local_jar
 
         jar = local_jar(args.deployment, settings, args.jar)  # fail early
-    savepoint = _savepoint(args)
+    if current is None and not (args.savepoint and args.current):
+        current = current_resources(args)
+    savepoint = _savepoint(args, current)
     if isinstance(savepoint, str):  # read once: the check and the repair offer share it
         savepoint = read_savepoint(savepoint)
     if jar is None:
@@ -238,7 +267,7 @@ def check_job(args: argparse.Namespace) -> JobCheck:
     flink_version = args.flink_version or (settings.flink_version if settings else None)
     allow = args.allow_non_restored_state or bool(settings and settings.allow_non_restored_state)
     options = CheckOptions(args.hasher, args.matching, FlinkVersion.parse(flink_version), allow,
-                           restore_path=_restore_path(args, settings))
+                           restore_path=_restore_path(current, settings))
     with graph_named(args.graph or args.deployment):
         res = check(read_check_inputs(
             savepoint, graph, options=options, old_graph=old, old_savepoint=args.old_savepoint,
@@ -267,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
     args.format = args.format or default_format()
     job = check_job(args)
     offer = job.offer
-    write_output(_render(args.format, job, annotated=args.graph or args.deployment), args)
+    write_output(render(args.format, job, annotated=args.graph or args.deployment), args)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if args.format == "github" and summary:  # the job's summary page: the comment a reviewer would read
         from upgrade_gate.report.markdown import render_markdown
@@ -280,7 +309,7 @@ def default_format() -> str:
     return "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "table"
 
 
-def _render(fmt: str, job: JobCheck, annotated: str) -> str:
+def render(fmt: str, job: JobCheck, annotated: str) -> str:
     """The report in `fmt`. Each renderer's module (and its library) is imported only for its format:
     Jinja2 for HTML, Rich for a table, junitparser for JUnit (tests/cli/test_check_imports.py)."""
     res, offer, graph, old = job.result, job.offer, job.graph, job.old

@@ -1,0 +1,62 @@
+"""An Airflow connection of conn_type `kubernetes` reads the operator's resources like the CLI's `kube://`.
+
+A RECORDING, NOT A LIVE API (tests/k8s_api_server.py): the official client, configured from the connection's extras
+(the cncf.kubernetes provider's fields), talks to the recorded API serving the committed resource fixtures.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.k8s_api_server import RecordedApi, kubeconfig, recorded_api
+from upgrade_gate.storage import k8s_operator
+from upgrade_gate.storage.s3 import StorageError
+
+K8S = REPO / "tests" / "fixtures" / "k8s"
+
+
+@pytest.fixture
+def api() -> Iterator[RecordedApi]:
+    with recorded_api() as recorded:
+        recorded.load(K8S / "orders-snapshots.yaml")
+        yield recorded
+
+
+def _connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, extra: dict[str, object]) -> None:
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+
+
+@pytest.mark.parametrize("how", ["kube_config", "kube_config_path", "prefixed"])
+def test_a_kubernetes_connection_reads_what_the_file_reader_reads(
+        api: RecordedApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    from flink_gate.hooks.kubernetes import read_flink_resource
+
+    config = kubeconfig(tmp_path / "kc", api, current="elsewhere")  # the context must come from the connection
+    extra: dict[str, object] = {"namespace": "streaming", "cluster_context": "recorded"}
+    if how == "kube_config":
+        extra["kube_config"] = json.dumps(yaml.safe_load(config.read_text()))
+    elif how == "kube_config_path":
+        extra["kube_config_path"] = str(config)
+    else:  # the provider's older field names
+        extra = {f"extra__kubernetes__{k}": v for k, v in {**extra, "kube_config_path": str(config)}.items()}
+    _connection(monkeypatch, "k8s_test", extra)
+    live = read_flink_resource("flinkdeployment/orders", "k8s_test")  # the namespace is the connection's
+    from_file = k8s_operator.load_resources(str(K8S / "orders-snapshots.yaml"))
+    assert k8s_operator.current_snapshot(live.resources) == k8s_operator.current_snapshot(from_file)
+    assert k8s_operator.job_settings(live.resources) == k8s_operator.job_settings(from_file)
+    assert live.ref.namespace == "streaming" and api.received
+
+
+def test_a_connection_that_cannot_configure_the_client_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    from flink_gate.hooks.kubernetes import read_flink_resource
+
+    _connection(monkeypatch, "k8s_bad", {"kube_config_path": str(tmp_path / "missing")})
+    with pytest.raises(StorageError, match=r"^Airflow connection 'k8s_bad': cannot configure the Kubernetes client"):
+        read_flink_resource("streaming/flinkdeployment/orders", "k8s_bad")
