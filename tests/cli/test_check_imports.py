@@ -30,7 +30,8 @@ NEVER_FOR_A_LOCAL_CHECK = ("http.client", "ssl", "flink_bridge.exporter", "upgra
                            "upgrade_gate.cli.commands.repair", "upgrade_gate.cli.commands.export",
                            "upgrade_gate.cli.commands.inspect", "upgrade_gate.cli.commands.ids",
                            "upgrade_gate.cli.commands.mapping", "upgrade_gate.cli.commands.deployment",
-                           "upgrade_gate.cli.commands.lint", "upgrade_gate.cli.commands.check_manifest")
+                           "upgrade_gate.cli.commands.lint", "upgrade_gate.cli.commands.check_manifest",
+                           "upgrade_gate.cli.commands.apply", "kubernetes", "urllib3")
 
 
 def _loaded(tmp_path: Path, fmt: str) -> tuple[int, set[str]]:

@@ -56,7 +56,7 @@ MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "upgrade-gate"
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a namespace (RFC 1123 label)
 _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # a resource name (RFC 1123 subdomain)
-_CONTEXT = re.compile(r"[^\s/@]{1,253}")
+_CONTEXT = re.compile(r"\S{1,253}")  # everything before the last "@": EKS names hold ":" and "/"
 SYNTAX = "kube://[CONTEXT@]NAMESPACE/KIND/NAME (KIND: flinkdeployment, flinksessionjob or flinkbluegreendeployment)"
 
 
