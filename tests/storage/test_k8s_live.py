@@ -196,6 +196,17 @@ def test_a_dry_run_is_validated_by_the_server_and_stores_nothing(api: RecordedAp
     assert "apply: dry run: the API server accepted this patch" in res.stderr
 
 
+@pytest.mark.s3
+def test_applying_the_spec_the_resource_already_has_sends_nothing(api: RecordedApi, s3_env: dict[str, str],
+                                                                 tmp_path: Path) -> None:
+    same = tmp_path / "same.yaml"
+    same.write_text(yaml.safe_dump(api.objects[("streaming", "flinkdeployments", "orders")]))
+    res = cli("apply", "--deployment", str(same), "--live", ORDERS, "--graph", str(SAFE_GRAPH),
+              env={**s3_env, "KUBECONFIG": os.environ["KUBECONFIG"]})
+    assert res.returncode == 0 and f"apply: {ORDERS}: the live spec already is NEW's; nothing sent" in res.stderr
+    assert api.patches() == []
+
+
 # ---- bad input, unreachable, refused: one line, exit 2 ---------------------------------------------------------------
 def test_a_kubeconfig_context_is_honoured(api: RecordedApi, tmp_path: Path) -> None:
     """The kubeconfig's current-context is a server that does not answer; `recorded@` picks the one that does."""

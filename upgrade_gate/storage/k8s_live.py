@@ -274,6 +274,8 @@ def patch_spec(live: LiveResources, new_spec: dict[str, Any], *, dry_run: bool =
 
     ref, api = live.ref, live.api
     spec_patch = merge_patch(live.resource.get("spec") or {}, new_spec)
+    if not spec_patch:  # the live spec already is NEW's: nothing to send
+        return Patched(spec_patch, live.resource_version, dry_run)
     body = {"metadata": {"resourceVersion": live.resource_version}, "spec": spec_patch}
     objects = client.CustomObjectsApi(api)
     try:

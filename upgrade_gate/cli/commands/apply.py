@@ -76,10 +76,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     patched = k8s_live.patch_spec(live, spec, dry_run=args.dry_run)
     lines = k8s_live.patch_lines(patched.patch, live.resource.get("spec"))
-    if args.dry_run:
+    if not lines:
+        head = f"apply: {ref}: the live spec already is NEW's; nothing sent"
+    elif args.dry_run:
         head = f"apply: dry run: the API server accepted this patch of {ref} and stored nothing"
-    elif not lines:
-        head = f"apply: {ref}: the live spec already is NEW's; nothing changed"
     else:
         head = (f"apply: patched {ref} (resourceVersion {live.resource_version} -> "
                 f"{patched.resource_version or '?'}; JSON merge patch of spec)")
