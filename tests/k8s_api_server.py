@@ -11,7 +11,8 @@ What it does of the API server's own behaviour, and only that: a GET or LIST ans
 `Content-Type: application/merge-patch+json` is applied as RFC 7386 says, refused with 409 Conflict when the patch's
 `metadata.resourceVersion` is not the stored one (the API server's optimistic-concurrency precondition), stored
 with the next resourceVersion, or with `dryRun=All` answered and not stored; a bearer token other than `token`
-is 401, a path in `forbidden` is 403. Every request is recorded (method, path, query, headers, body).
+is 401, a path in `forbidden` is 403, a path in `raw` gets those bytes
+(a broken or hostile server). Every request is recorded (method, path, query, headers, body).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class RecordedApi:
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     received: list[Request] = field(default_factory=list)
     forbidden: set[str] = field(default_factory=set)  # paths answered 403
+    raw: dict[str, bytes] = field(default_factory=dict)  # paths answered 200 with these bytes (a broken server)
     # another writer (the operator, a kubectl edit) changing a stored object right after a GET of it was answered
     after_get: Callable[[dict[str, Any]], None] | None = None
     versions: Iterator[int] = field(default_factory=lambda: itertools.count(1001))
@@ -121,6 +123,14 @@ class _Handler(BaseHTTPRequestHandler):
         if url.path in self.api.forbidden:
             return self._send(403, _status(403, "Forbidden", f'{url.path} is forbidden: User "system:serviceaccount:'
                                                              f'ci:gate" cannot {method.lower()} this resource'))
+        if url.path in self.api.raw:
+            body = self.api.raw[url.path]
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return None
         parts = url.path[len(PREFIX):].split("/") if url.path.startswith(PREFIX) else []
         if len(parts) == 2 and method == "GET":  # LIST
             ns, plural = parts

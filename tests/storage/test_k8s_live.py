@@ -244,6 +244,27 @@ def test_refused_missing_or_malformed_is_one_line_exit_2(api: RecordedApi, tmp_p
     assert api.patches() == []
 
 
+@pytest.mark.parametrize("path, body, says", [
+    ("flinkdeployments/orders", b"{not json", "invalid JSON at line 1"),
+    ("flinkdeployments/orders", b"[1, 2]", "answer to get flinkdeployments/orders in namespace streaming is not an "
+                                           "object"),
+    ("flinkdeployments/orders", b'{"kind": "ConfigMap", "metadata": {"name": "orders"}}',
+     "answered with 'ConfigMap', not a FlinkDeployment"),
+    ("flinkdeployments/orders", b'{"kind": "FlinkDeployment", "metadata": {"name": "orders"}, "spec": {}}',
+     "no metadata.resourceVersion"),
+    ("flinkdeployments/orders", b"[" * 100_000, "kube://streaming/flinkdeployment/orders (get flinkdeployments"),
+    ("flinkstatesnapshots", b'{"items": "nope"}', "no completed savepoint"),  # items not a list: none
+])
+def test_a_broken_or_hostile_api_answer_is_one_line(api: RecordedApi, path: str, body: bytes, says: str) -> None:
+    api.raw[f"/apis/flink.apache.org/v1beta1/namespaces/streaming/{path}"] = body
+    if path == "flinkstatesnapshots":  # a status naming only snapshot resources: the list is all there is
+        api.objects[("streaming", "flinkdeployments", "orders")]["status"] = {"jobStatus": {"state": "RUNNING"}}
+    with pytest.raises(StorageError) as err:
+        k8s_operator.current_snapshot(k8s_live.read_live(k8s_live.parse_ref(ORDERS)).resources)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(ORDERS) and says in message, message
+
+
 def test_apply_refuses_a_new_resource_that_is_not_the_live_one_before_any_request(api: RecordedApi) -> None:
     res = cli("apply", "--deployment", str(K8S / "session-job-current.yaml"), "--live", ORDERS,
               "--graph", str(SAFE_GRAPH), env={"KUBECONFIG": os.environ["KUBECONFIG"]})
