@@ -9,8 +9,10 @@ is on disk afterwards: the input records, the records in committed part files (v
 records, and the records in part files never committed (FileSink's hidden `.part-*.inprogress.*` files, in-progress
 or pending: `org.apache.flink.connector.file.sink.writer.FileWriterBucket`).
 
-Usage: python -m flink_bridge.file_connector [--versions 1.20 2.3] [--scenarios ...] [--out DIR]
-       (prints one JSON line per scenario: Java's report and the counts)
+Usage: python -m flink_bridge.file_connector [--versions 1.20 2.3] [--scenarios ...] [--out DIR] [--record]
+       (prints one JSON line per scenario: Java's report and the counts; with --record also keeps each savepoint's
+       `_metadata`, v2's graph and the counts under tests/fixtures/file-connector/<release>/<scenario>/, which
+       tests/gate/test_file_connector_consequences.py checks the gate against without a JVM)
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from flink_bridge.dist import WORK_DIR, ensure_flink, release_of
+from flink_bridge.dist import REPO_ROOT, WORK_DIR, ensure_flink, release_of
 from flink_bridge.jvm import JvmError, flink_conf_dir, java_command, run_process
 
 MAIN = "ugate.filesink.FileSinkRestores"
 # <rolling>-<savepoint>-<changed>: how the sink rolls its part files (on every checkpoint, or on size/time only),
 # how v1's savepoint is taken (stop-with-savepoint, or a savepoint then cancel), whose uid v2 changes
 SCENARIOS = ("checkpoint-stop-source", "checkpoint-stop-sink", "size-stop-sink", "checkpoint-trigger-sink")
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "file-connector"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,14 +92,32 @@ def run(version: str, scenarios: tuple[str, ...] | list[str], out: Path,
     return results
 
 
+def record(doc: dict[str, object], scenario_dir: Path, dest: Path = FIXTURES) -> Path:
+    """Keep one scenario for the offline tests: the savepoint's `_metadata` (its state is inline: the Java side sets
+    a 1 MB small-file threshold), v2's graph and what was counted (`outcome.json`)."""
+    kept = dest / str(doc["release"]) / str(doc["scenario"])
+    shutil.rmtree(kept, ignore_errors=True)
+    (kept / "savepoint").mkdir(parents=True)
+    savepoint = Path(str(doc["savepoint"]).removeprefix("file:"))
+    shutil.copy2(savepoint / "_metadata", kept / "savepoint" / "_metadata")
+    shutil.copy2(scenario_dir / "graph-v2.json", kept / "graph-v2.json")
+    outcome = {k: v for k, v in doc.items() if k != "savepoint"}
+    (kept / "outcome.json").write_text(json.dumps(outcome, indent=1) + "\n")
+    return kept
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--versions", nargs="+", default=["1.20", "2.3"])
     ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=SCENARIOS)
     ap.add_argument("--out", type=Path, default=WORK_DIR / "filesink-stage")
+    ap.add_argument("--record", action="store_true", help=f"keep the runs under {FIXTURES.relative_to(REPO_ROOT)}")
     args = ap.parse_args(argv)
     for v in args.versions:
-        for doc in run(v, args.scenarios, args.out / release_of(v)):
+        out = args.out / release_of(v)
+        for doc in run(v, args.scenarios, out):
+            if args.record:
+                record(doc, out / str(doc["scenario"]))
             print(json.dumps(doc))
     return 0
 
