@@ -34,6 +34,7 @@ MAIN = "ugate.filesink.FileSinkRestores"
 # how v1's savepoint is taken (stop-with-savepoint, or a savepoint then cancel), whose uid v2 changes
 SCENARIOS = ("checkpoint-stop-source", "checkpoint-stop-sink", "size-stop-sink", "checkpoint-trigger-sink")
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "file-connector"
+VERSIONS = ("1.20", "2.3")  # the releases the fixtures are recorded with
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +109,7 @@ def record(doc: dict[str, object], scenario_dir: Path, dest: Path = FIXTURES) ->
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--versions", nargs="+", default=["1.20", "2.3"])
+    ap.add_argument("--versions", nargs="+", default=list(VERSIONS))
     ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=SCENARIOS)
     ap.add_argument("--out", type=Path, default=WORK_DIR / "filesink-stage")
     ap.add_argument("--record", action="store_true", help=f"keep the runs under {FIXTURES.relative_to(REPO_ROOT)}")
