@@ -37,7 +37,8 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], 
     root = tmp_path_factory.mktemp("file-connector")
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for version in RELEASES:
-        for doc in run(version, SCENARIOS, root / version):
+        # about 50 s a release on 2 shared cores; once, under a load of 23, a JVM printed nothing for 600 s
+        for doc in run(version, SCENARIOS, root / version, timeout=300):
             pointer = str(doc["savepoint"]).removeprefix("file:")
             graph = Path(pointer).parent.parent / "graph-v2.json"
             proc = run_cli("check", "--savepoint", pointer, "--graph", str(graph), "--allow-non-restored-state",
