@@ -124,6 +124,7 @@ fixtures: flink
 	$(VPY) -m flink_bridge.generate_checkpoint_restores
 	$(VPY) -m flink_bridge.plan_versions
 	$(VPY) -m flink_bridge.generate_repairs
+	$(VPY) -m flink_bridge.file_connector --record
 
 clean:
 	rm -rf $(WORK)/venv $(WORK)/venv-airflow $(WORK)/jvm

@@ -25,8 +25,8 @@ from flink_bridge.dist import WORK_DIR, classpath, release_of
 
 JAVA_SRC = Path(__file__).resolve().parent / "java"
 # Tools that compile another tool's sources along with their own (shared, never copied): the
-# restore-outcome generator dumps job graphs with the exporter's SpecDumper.
-TOOL_INCLUDES: dict[str, tuple[str, ...]] = {"restores": ("streamgraph",)}
+# restore-outcome generator and the file-connector restores dump job graphs with the exporter's SpecDumper.
+TOOL_INCLUDES: dict[str, tuple[str, ...]] = {"restores": ("streamgraph",), "filesink": ("streamgraph",)}
 
 
 class JvmError(RuntimeError):

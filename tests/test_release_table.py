@@ -23,6 +23,7 @@ TABLE = "hashing/versions.py"
 # Python files whose release literals name committed fixtures (tests/fixtures/<release>/...): the releases those
 # were recorded with, not the supported set; a new release changes none of them.
 FIXTURE_BOUND = {
+    "flink_bridge/file_connector.py": "records tests/fixtures/file-connector with 1.20 and 2.3",
     "flink_bridge/generate_checkpoint_restores.py": "records tests/fixtures/checkpoints with 1.20 and 2.3",
     "flink_bridge/generate_fixtures.py": "records tests/fixtures/flink with 1.20 and 2.3",
     "flink_bridge/generate_repairs.py": "records tests/fixtures/repairs with 1.20 and 2.3",

@@ -326,6 +326,8 @@ def _with_roles(inputs: CheckInputs, facts: SavepointFacts, shown: Simulation, f
     received = ({r.old.operator_id_hex: nid for nid, r in shown.assignment.operators.items() if r.old is not None}
                 if shown.assignment is not None else {})
     by_hex = {op.operator_id_hex: op.operator_id for op in metadata.operator_states}
+    stopped = state_roles.stopped_savepoint(metadata.properties.post_checkpoint_action
+                                            if metadata.properties is not None else None)
 
     def node_of(oid: str) -> tuple[bool | None, bool]:
         nid = received.get(oid)
@@ -345,7 +347,8 @@ def _with_roles(inputs: CheckInputs, facts: SavepointFacts, shown: Simulation, f
     def roles(oid: str, names: tuple[str, ...] | list[str], name: str | None, whole: bool = False) -> StateRoles:
         source, in_sql = node_of(oid)
         to = side.graph.by_id[moved[oid]].name if whole and oid in moved else None
-        role, said, states = state_roles.describe(names, name or oid, source=source, sql=in_sql, rekeyed_to=to)
+        role, said, states = state_roles.describe(names, name or oid, source=source, sql=in_sql, rekeyed_to=to,
+                                                  stopped=stopped)
         return StateRoles(str(role), said, states)
 
     # a misrouted state's loss is named after its receiver (the row of the table), but the operator that goes
