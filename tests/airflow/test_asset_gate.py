@@ -86,6 +86,8 @@ def test_a_pushed_graph_spec_starts_the_gate_by_itself(stack):
                                                     if r[0] == run_id and r[2] in ("success", "failed")], 300)[0]
     finally:
         st.stop_process_group(server.proc, timeout=20)
+        # later modules start standalone on the same home: no watcher of this test's must fire in them
+        airflow.airflow("dags", "pause", DAG, timeout=120)
         client.put_object(Bucket=st.GRAPH_BUCKET, Key=key, Body=(case / "graph-b.json").read_bytes())
 
     expected = st.expected_verdict(JOB)  # the core on the fixture files real Flink wrote and built
