@@ -1,4 +1,4 @@
-"""What the three DAGs share, built once: the check settings of the trigger form and the notifiers.
+"""What the gate DAGs share, built once: the check settings of the trigger form and the notifiers.
 
 The `Param` enums come from `upgrade_gate.vocabulary`, the same lists the CLI's `choices` and the
 Spark jobs' flags use, so a form can never offer a hasher, matching mode or Flink version that the

@@ -19,7 +19,7 @@ from airflow.listeners import hookimpl
 from flink_gate.outcome import NOTE_XCOM_KEY, clip, crash_note
 
 log = logging.getLogger(__name__)
-GATE_DAGS = ("flink_upgrade_gate", "flink_fleet_scan", "flink_rolling_upgrade")
+GATE_DAGS = ("flink_upgrade_gate", "flink_fleet_scan", "flink_rolling_upgrade", "flink_gate_on_landing")
 
 
 def write_notes(dag_run: Any, failed: bool = False) -> list[str]:

@@ -69,7 +69,7 @@ def test_dagbag_has_no_import_errors(stack):
     assert proc.returncode == 0, proc.stderr[-3000:]
     bag = _json_out(proc.stdout)
     assert bag["errors"] == {}
-    assert bag["dags"] == ["flink_fleet_scan", "flink_rolling_upgrade", GATE_DAG]
+    assert bag["dags"] == ["flink_fleet_scan", "flink_gate_on_landing", "flink_rolling_upgrade", GATE_DAG]
     assert all(bag["descriptions"][d] for d in bag["dags"]), bag["descriptions"]
     # the trigger form: check settings apart from upgrade settings
     sections = bag["sections"][GATE_DAG]
