@@ -16,7 +16,8 @@ from datetime import timedelta
 
 from airflow.sdk import Param, dag, task
 from flink_gate import rolling
-from flink_gate.dag_parts import CHECK, check_params, in_section, notifiers, storage_param, waivers_param
+from flink_gate.dag_parts import CHECK, check_params, in_section, storage_param, waivers_param
+from flink_gate.operators.rolling import RollOutOperator
 
 ROLLOUT = "Rollout: waves, and what each wave does"
 JOB_SCHEMA = {
@@ -69,6 +70,10 @@ JOB_SCHEMA = {
         "state_root": Param(None, type=["null", "string"],
                             description="Upgrade records and per-job leases (s3://bucket/prefix/). Empty: the Variable "
                             "upgrade_gate_state_root, else the local work directory (single worker only)."),
+        "deferrable": Param(False, type="boolean", title="Deferred waits (upgrade mode)",
+                            description="Upgrade every job of a wave at once, waiting for Flink in the triggerer (no "
+                            "worker slot held while a savepoint completes or a job restores); a wave is gated whole "
+                            "before any of its jobs is touched. Needs a running triggerer."),
         "flink_conn_id": Param("flink_default", type="string"),
         "timeout_s": Param(600, type="integer", minimum=10),
     }),
@@ -80,10 +85,9 @@ def flink_rolling_upgrade() -> None:
         return rolling.plan_waves([j["job_name"] for j in p["jobs"]], p["canary"], p["batch_size"])
 
     # Retries are safe and needed: an interrupted upgrade resumes from its record; the last failure gives the
-    # job leases back (`release_leases`)
-    @task(retries=2, retry_delay=timedelta(seconds=10), on_failure_callback=rolling.release_leases)
-    def roll_out(waves: list[list[str]], **context) -> dict:
-        return rolling.roll_out(context, waves, notifiers())
+    # job leases back (`release_leases`). `deferrable`: the waits go to the triggerer (flink_gate.rolling_deferred)
+    roll_out = RollOutOperator(task_id="roll_out", waves=plan_waves(), retries=2, retry_delay=timedelta(seconds=10),
+                               on_failure_callback=rolling.release_leases)
 
     @task(retries=0)
     def outcome(result: dict, **context) -> dict:
@@ -105,7 +109,7 @@ def flink_rolling_upgrade() -> None:
             raise AirflowFailException(note)
         return result
 
-    outcome(roll_out(plan_waves()))
+    outcome(roll_out.output)
 
 
 flink_rolling_upgrade()
