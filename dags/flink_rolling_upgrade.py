@@ -7,6 +7,8 @@ upgraded, which one stopped it, and which were left. A rollout a gate stopped is
 fails (never retried) with the note "BLOCKED at <job> (gate: …): upgraded N, …; not upgraded: … — report:
 <link>" on the task and the run, so the run is red wherever runs are counted; a failed upgrade or a crash
 fails the run too, noted "FAILED, no verdict" (flink_gate.listeners), and a finished rollout is green.
+With `deferrable` (upgrade mode) a wave's upgrades run at once and their waits for Flink go to the triggerer:
+`roll_out` is deferred, holding no worker slot (flink_gate.rolling_deferred; docs/guide.md, "Deferred waits").
 Wiring only; see plugins/flink_gate/rolling.py.
 """
 
