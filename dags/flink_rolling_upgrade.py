@@ -7,6 +7,8 @@ upgraded, which one stopped it, and which were left. A rollout a gate stopped is
 fails (never retried) with the note "BLOCKED at <job> (gate: …): upgraded N, …; not upgraded: … — report:
 <link>" on the task and the run, so the run is red wherever runs are counted; a failed upgrade or a crash
 fails the run too, noted "FAILED, no verdict" (flink_gate.listeners), and a finished rollout is green.
+With `deferrable` (upgrade mode) a wave's upgrades run at once and their waits for Flink go to the triggerer:
+`roll_out` is deferred, holding no worker slot (flink_gate.rolling_deferred; docs/guide.md, "Deferred waits").
 Wiring only; see plugins/flink_gate/rolling.py.
 """
 
@@ -16,7 +18,8 @@ from datetime import timedelta
 
 from airflow.sdk import Param, dag, task
 from flink_gate import rolling
-from flink_gate.dag_parts import CHECK, check_params, in_section, notifiers, storage_param, waivers_param
+from flink_gate.dag_parts import CHECK, check_params, in_section, storage_param, waivers_param
+from flink_gate.operators.rolling import RollOutOperator
 
 ROLLOUT = "Rollout: waves, and what each wave does"
 JOB_SCHEMA = {
@@ -69,6 +72,10 @@ JOB_SCHEMA = {
         "state_root": Param(None, type=["null", "string"],
                             description="Upgrade records and per-job leases (s3://bucket/prefix/). Empty: the Variable "
                             "upgrade_gate_state_root, else the local work directory (single worker only)."),
+        "deferrable": Param(False, type="boolean", title="Deferred waits (upgrade mode)",
+                            description="Upgrade every job of a wave at once, waiting for Flink in the triggerer (no "
+                            "worker slot held while a savepoint completes or a job restores); a wave is gated whole "
+                            "before any of its jobs is touched. Needs a running triggerer."),
         "flink_conn_id": Param("flink_default", type="string"),
         "timeout_s": Param(600, type="integer", minimum=10),
     }),
@@ -80,10 +87,9 @@ def flink_rolling_upgrade() -> None:
         return rolling.plan_waves([j["job_name"] for j in p["jobs"]], p["canary"], p["batch_size"])
 
     # Retries are safe and needed: an interrupted upgrade resumes from its record; the last failure gives the
-    # job leases back (`release_leases`)
-    @task(retries=2, retry_delay=timedelta(seconds=10), on_failure_callback=rolling.release_leases)
-    def roll_out(waves: list[list[str]], **context) -> dict:
-        return rolling.roll_out(context, waves, notifiers())
+    # job leases back (`release_leases`). `deferrable`: the waits go to the triggerer (flink_gate.rolling_deferred)
+    roll_out = RollOutOperator(task_id="roll_out", waves=plan_waves(), retries=2, retry_delay=timedelta(seconds=10),
+                               on_failure_callback=rolling.release_leases)
 
     @task(retries=0)
     def outcome(result: dict, **context) -> dict:
@@ -105,7 +111,7 @@ def flink_rolling_upgrade() -> None:
             raise AirflowFailException(note)
         return result
 
-    outcome(roll_out(plan_waves()))
+    outcome(roll_out.output)
 
 
 flink_rolling_upgrade()

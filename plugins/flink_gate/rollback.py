@@ -35,6 +35,7 @@ from flink_gate.upgrade_machine import (
     GateRefused,
     NeedsOperator,
     UpgradeNotStarted,
+    WaitFor,
     holder_of,
     perform_upgrade,
     rest_hook,
@@ -93,8 +94,8 @@ def run_upgrade(p: dict[str, Any], graph_path: str) -> dict[str, Any]:
                 return upgrade_with_rollback(p, record, graph_path, lease)
             finally:
                 known = record.doc
-    except (UpgradeRolledBack, NeedsOperator, UpgradeNotStarted, GateRefused, upgrade_records.LeaseHeld):
-        raise
+    except (UpgradeRolledBack, NeedsOperator, UpgradeNotStarted, GateRefused, upgrade_records.LeaseHeld, WaitFor):
+        raise  # WaitFor: a deferrable step waits; the lease is kept (not final) and the record says where it is
     except (LeaseLost, upgrade_records.Conflict) as exc:
         # a lost fencing write, or a record someone else wrote since we read it: another run took the job over
         raise UpgradeInterrupted(f"{p['job_name']}: when this run last looked, {where_it_stands(known)}; then "
@@ -198,7 +199,8 @@ def settle(p: dict[str, Any], record: UpgradeRecord, lease: Any) -> None:
     planned: nothing was sent. stopping: the stop is reconciled by its trigger id (never sent ->
     not-started). Afterwards: the new job, if it runs restored from the savepoint, is verified;
     otherwise the old version is rolled back with the abandoned run's plan."""
-    q = {**p, **(record.get("plan") or {})}
+    # settling and rolling back wait in the task (rare paths): only the forward upgrade's waits are deferred
+    q = {**p, **(record.get("plan") or {}), "defer_waits": False}
     hook = rest_hook(q)
     if record.state == "needs-operator":
         raise NeedsOperator(f"{record.job_name}: the previous upgrade ({record.get('run')}) needs an operator: "
@@ -257,8 +259,9 @@ def upgrade_with_rollback(p: dict[str, Any], record: UpgradeRecord, graph_path: 
     except NeedsOperator as exc:
         record.save(state="needs-operator", outcome=str(exc)[:2000])
         raise
-    except (LeaseLost, LeaseSlow, StoreUnavailable, FlinkRestUnknown):
-        raise  # nothing is decided on an unknown outcome or an unreachable store: a retry resumes from the record
+    except (LeaseLost, LeaseSlow, StoreUnavailable, FlinkRestUnknown, WaitFor):
+        # a deferred wait; or nothing is decided on an unknown outcome or an unreachable store: a retry resumes
+        raise
     except Exception as exc:
         if record.state not in ("stopped", "starting"):
             raise  # the old job was never stopped: nothing to roll back
@@ -284,6 +287,7 @@ def _rolled_back(p: dict[str, Any], record: UpgradeRecord) -> UpgradeRolledBack:
 def roll_back(p: dict[str, Any], record: UpgradeRecord, reason: str, lease: Any = None) -> dict[str, Any]:
     """Cancel the new job (if any, until Flink says it ended) and resubmit the old version from the
     upgrade savepoint under a pre-recorded job id; verify it. `rolled-back-verified` or `RollbackFailed`."""
+    p = {**p, "defer_waits": False}  # a rollback waits in the task: it runs rarely, and must not stop half-way
     hook = rest_hook(p)
     check = lease.fence if lease is not None else None  # the fencing step before every acting call
     savepoint = record["savepoint"]

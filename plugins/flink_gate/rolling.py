@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,16 +74,23 @@ def _job_params(common: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
     return p
 
 
+def graph_file(p: dict[str, Any], rdir: Path, storage: SavepointStorageHook | None = None) -> str:
+    """The job's new graph in the run's work directory (fetched again if a resumed task runs elsewhere)."""
+    path = rdir / "graphs" / f"{report_name(p['job_name'])}.json"
+    if storage is not None or not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes((storage or SavepointStorageHook(p.get("aws_conn_id") or None)).read_bytes(p["graph"]))
+    return str(path)
+
+
 def _check_job(p: dict[str, Any], rdir: Path, savepoint_root: str) -> tuple[dict[str, Any], str, str]:
     storage = SavepointStorageHook(p.get("aws_conn_id") or None)
     uri = gate.savepoint_location(p.get("savepoint", "latest"), p["job_name"], savepoint_root)
     # "latest" named the job's own folder: its savepoints may carry several JobIDs and are still one job
     metadata, source = storage.load_savepoint(uri, job_folder=uri != (p.get("savepoint", "latest") or "").strip())
-    graph_path = rdir / "graphs" / f"{report_name(p['job_name'])}.json"
-    graph_path.parent.mkdir(parents=True, exist_ok=True)
-    graph_path.write_bytes(storage.read_bytes(p["graph"]))
+    graph_path = graph_file(p, rdir, storage)
     client = storage.s3_client if storage.is_s3(metadata.source or "") else None
-    loaded = read_graph(str(graph_path))  # once: the check and the repair offer share it
+    loaded = read_graph(graph_path)  # once: the check and the repair offer share it
     result = gate.run_check(metadata, loaded, hasher=p["hasher"], matching=p["matching"],
                             allow_non_restored_state=bool(p["allow_non_restored_state"]),
                             flink_version=p.get("flink_version"), settings=p.get("flink_settings") or (),
@@ -95,7 +103,7 @@ def _check_job(p: dict[str, Any], rdir: Path, savepoint_root: str) -> tuple[dict
     if states is not None:
         check["states"] = states
     page = render_html(result, new_graph=loaded, states=states, repair=check["repair"])
-    return {"result": result, "check": check, "html": page}, source, str(graph_path)
+    return {"result": result, "check": check, "html": page}, source, graph_path
 
 
 def _s3_for(p: dict[str, Any]) -> Any | None:
@@ -104,19 +112,79 @@ def _s3_for(p: dict[str, Any]) -> Any | None:
     return storage.s3_client if storage.is_s3(p.get("waivers") or "") else None
 
 
-def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict[str, Any]:
-    params = dict(context["params"])
-    ti = context["ti"]
-    jobs = {j["job_name"]: j for j in params["jobs"]}
-    common = {k: v for k, v in params.items() if k not in ("jobs", "canary", "batch_size")}
-    rdir = rollout_dir(ti.run_id)
-    rdir.mkdir(parents=True, exist_ok=True)
-    progress_file = rdir / "rollout.json"
-    progress: dict[str, Any] = (json.loads(progress_file.read_text()) if progress_file.exists()
-                                else {"jobs": {}, "stopped_by": None})
-    savepoint_root = params.get("savepoint_root") or _variable("upgrade_gate_savepoint_root")
-    store = ReportStore()
+@dataclass
+class Gated:
+    """One job's gate in a rollout: whether it may be upgraded, why, and the new graph it was checked against."""
 
+    passes: bool
+    verdict: str
+    reason: str  # the gate decision's reason
+    how: str  # the reason as an upgraded job reports it (names a repaired savepoint)
+    graph_path: str
+
+
+@dataclass
+class Rollout:
+    """What a `roll_out` task works with: the run's params, its jobs, and the progress file it resumes from."""
+
+    context: Any
+    params: dict[str, Any]
+    jobs: dict[str, dict[str, Any]]
+    common: dict[str, Any]
+    rdir: Path
+    progress_file: Path
+    progress: dict[str, Any]
+    savepoint_root: str
+    store: ReportStore
+
+    @classmethod
+    def open(cls, context: Any) -> Rollout:
+        params = dict(context["params"])
+        rdir = rollout_dir(context["ti"].run_id)
+        rdir.mkdir(parents=True, exist_ok=True)
+        progress_file = rdir / "rollout.json"
+        progress: dict[str, Any] = (json.loads(progress_file.read_text()) if progress_file.exists()
+                                    else {"jobs": {}, "stopped_by": None})
+        return cls(context, params, {j["job_name"]: j for j in params["jobs"]},
+                   {k: v for k, v in params.items() if k not in ("jobs", "canary", "batch_size")}, rdir, progress_file,
+                   progress, params.get("savepoint_root") or _variable("upgrade_gate_savepoint_root"), ReportStore())
+
+    def job_params(self, name: str) -> dict[str, Any]:
+        ti = self.context["ti"]
+        return {**_job_params(self.common, self.jobs[name]), "dag_id": ti.dag_id, "run_id": ti.run_id}
+
+    def save(self) -> None:
+        gate.write_json(self.progress_file, self.progress)
+
+    def gate_job(self, p: dict[str, Any], wave_no: int, notifiers: list[Any]) -> Gated:
+        """Check the job's newest savepoint against its new graph, publish the report; alert if blocked."""
+        ti, name = self.context["ti"], p["job_name"]
+        if self.params.get("mode") == "upgrade":
+            refuse_if_leased(p, holder_of(p))  # another run is upgrading this job: refuse at once
+        checked, source, graph_path = _check_job(p, self.rdir, self.savepoint_root)
+        check = checked["check"]
+        self.store.publish(report_name(name), ti.run_id, check, checked["html"],
+                           {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": source, "graph": p["graph"],
+                            "hasher": p["hasher"], "matching": p["matching"], "wave": wave_no,
+                            "allow_non_restored_state": bool(p["allow_non_restored_state"])})
+        decision = gate.gate_decision(check, p, client=_s3_for(p))
+        repair = not decision.passes and gate.proceeds_by_repair(check, {**p, "mode": self.params.get("mode")})
+        if not decision.passes and not repair:
+            alert = build_alert(check, job=name, run_id=ti.run_id, dag_id=ti.dag_id, savepoint=source,
+                                report_url=report_url(report_name(name), ti.run_id))
+            for n in notifiers:
+                try:
+                    n({**self.context, "gate_alert": alert.to_payload()})
+                except Exception as exc:  # the rollout stops regardless
+                    log.error("notifier %s failed: %s", type(n).__name__, exc)
+        how = f"{decision.reason}; repaired savepoint" if repair else decision.reason
+        return Gated(decision.passes or repair, check["verdict"], decision.reason, how, graph_path)
+
+
+def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict[str, Any]:
+    """Job by job, wave by wave, each upgrade waiting in this task (see `rolling_deferred` for the other way)."""
+    ro = Rollout.open(context)
+    progress = ro.progress
     for wave_no, wave in enumerate(waves):
         for name in wave:
             if progress["stopped_by"]:
@@ -124,47 +192,30 @@ def roll_out(context: Any, waves: list[list[str]], notifiers: list[Any]) -> dict
             done = progress["jobs"].get(name, {})
             if done.get("status") in ("upgraded", "checked"):
                 continue
-            p = {**_job_params(common, jobs[name]), "dag_id": ti.dag_id, "run_id": ti.run_id}
+            p = ro.job_params(name)
             try:
-                if params.get("mode") == "upgrade":
-                    refuse_if_leased(p, holder_of(p))  # another run is upgrading this job: refuse at once
-                checked, source, graph_path = _check_job(p, rdir, savepoint_root)
-                check = checked["check"]
-                store.publish(report_name(name), ti.run_id, check, checked["html"],
-                              {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": source, "graph": p["graph"],
-                               "hasher": p["hasher"], "matching": p["matching"], "wave": wave_no,
-                               "allow_non_restored_state": bool(p["allow_non_restored_state"])})
-                decision = gate.gate_decision(check, p, client=_s3_for(p))
-                repair = not decision.passes and gate.proceeds_by_repair(check, {**p, "mode": params.get("mode")})
-                if not decision.passes and not repair:
-                    alert = build_alert(check, job=name, run_id=ti.run_id, dag_id=ti.dag_id, savepoint=source,
-                                        report_url=report_url(report_name(name), ti.run_id))
-                    for n in notifiers:
-                        try:
-                            n({**context, "gate_alert": alert.to_payload()})
-                        except Exception as exc:  # the rollout stops regardless
-                            log.error("notifier %s failed: %s", type(n).__name__, exc)
-                    progress["jobs"][name] = {"status": "blocked", "wave": wave_no, "verdict": check["verdict"],
-                                              "gate": decision.reason}
-                    progress["stopped_by"] = {"job": name, "reason": f"gate: {decision.reason}"}
-                elif params.get("mode") == "upgrade":
-                    verified = run_upgrade(default_target_dir(p, savepoint_root), graph_path)
-                    how = f"{decision.reason}; repaired savepoint" if repair else decision.reason
-                    progress["jobs"][name] = {"status": "upgraded", "wave": wave_no, "verdict": check["verdict"],
-                                              "gate": how, **verified}
+                gated = ro.gate_job(p, wave_no, notifiers)
+                if not gated.passes:
+                    progress["jobs"][name] = {"status": "blocked", "wave": wave_no, "verdict": gated.verdict,
+                                              "gate": gated.reason}
+                    progress["stopped_by"] = {"job": name, "reason": f"gate: {gated.reason}"}
+                elif ro.params.get("mode") == "upgrade":
+                    verified = run_upgrade(default_target_dir(p, ro.savepoint_root), gated.graph_path)
+                    progress["jobs"][name] = {"status": "upgraded", "wave": wave_no, "verdict": gated.verdict,
+                                              "gate": gated.how, **verified}
                 else:
-                    progress["jobs"][name] = {"status": "checked", "wave": wave_no, "verdict": check["verdict"],
-                                              "gate": decision.reason}
+                    progress["jobs"][name] = {"status": "checked", "wave": wave_no, "verdict": gated.verdict,
+                                              "gate": gated.reason}
             except UpgradeInterrupted as exc:
                 # the job may be stopped: record it and fail the task, so that Airflow's retry resumes this
                 # job from its upgrade record (never a "failed" job the retry skips, with the job stopped)
                 progress["jobs"][name] = {"status": "interrupted", "wave": wave_no, "error": str(exc)[:2000]}
-                gate.write_json(progress_file, progress)
+                ro.save()
                 raise
             except Exception as exc:
                 progress["jobs"][name] = {"status": "failed", "wave": wave_no, "error": str(exc)[:2000]}
                 progress["stopped_by"] = {"job": name, "reason": f"{type(exc).__name__}: {str(exc)[:500]}"}
-            gate.write_json(progress_file, progress)
+            ro.save()
         if progress["stopped_by"]:
             break
     return outcome(progress, waves)

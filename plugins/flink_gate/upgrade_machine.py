@@ -33,7 +33,13 @@ import time
 from typing import Any
 
 from flink_gate import gate
-from flink_gate.hooks.flink_rest import FlinkRestError, FlinkRestHook, FlinkRestUnknown, new_flink_id
+from flink_gate.hooks.flink_rest import (
+    FlinkRestError,
+    FlinkRestHook,
+    FlinkRestUnknown,
+    new_flink_id,
+    restore_progress,
+)
 from flink_gate.hooks.storage import SavepointStorageHook
 from flink_gate.upgrade_records import UpgradeRecord
 from upgrade_gate.gate.flink_config import parse_settings
@@ -49,6 +55,18 @@ class UpgradeNotStarted(RuntimeError):
 
 class GateRefused(RuntimeError):
     """The stop-with-savepoint is not acceptable for the new graph; the new job was not started."""
+
+
+class WaitFor(Exception):
+    """A deferrable step (`p["defer_waits"]`) reached a wait: Flink is still completing the recorded savepoint
+    (`kind` "savepoint", `job_id`, `trigger_id`) or restoring the recorded new job (`kind` "restored", `job_id`).
+
+    Everything acted so far is in the record; the task hands `wait` to a trigger (`flink_gate.triggers.flink_waits`)
+    that only polls, and the resumed step continues from the record and the cluster (never a second stop or start)."""
+
+    def __init__(self, wait: dict[str, str]) -> None:
+        super().__init__(f"waiting for {wait.get('kind')} of job {wait.get('job_id')}")
+        self.wait = wait
 
 
 ACTIVE = ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "FAILING", "CANCELLING", "RECONCILING")
@@ -173,6 +191,8 @@ def stop_and_find_savepoint(hook: FlinkRestHook, p: dict[str, Any], record: Upgr
         if time.monotonic() > deadline:
             raise FlinkRestUnknown(f"{record.job_name}: savepoint {trigger} of job {old} not completed after "
                                    f"{p.get('timeout_s', 600)}s; a retry resumes waiting for it")
+        if p.get("defer_waits") and status is not None:  # Flink has the stop and is writing the savepoint
+            raise WaitFor({"kind": "savepoint", "job_id": old, "trigger_id": trigger})
         time.sleep(0.5)
 
 
@@ -296,6 +316,8 @@ def verify_upgrade(p: dict[str, Any], upgraded: dict[str, Any]) -> dict[str, Any
     """The new job runs and Flink says it restored from our savepoint; otherwise fail loudly."""
     hook = rest_hook(p)
     job_id = upgraded["new_job_id"]
+    if p.get("defer_waits") and restore_progress(hook.job_details(job_id)) == "pending":
+        raise WaitFor({"kind": "restored", "job_id": job_id})  # "ended" is reported by the wait below, at once
     # every subtask RUNNING, not only the job: tasks restore their state while INITIALIZING
     hook.wait_until_restored(job_id, timeout=float(p.get("timeout_s", 600)))
     restored = hook.restored_from(job_id)

@@ -288,12 +288,11 @@ class FlinkRestHook(BaseHook):
                 time.sleep(poll)
                 continue
             state = str(details.get("state"))
-            if state in TERMINAL_JOB_STATES or state in ("FAILING", "CANCELLING"):
+            if restore_progress(details) == "ended":
                 raise FlinkRestError(f"job {job_id} reached {state} while restoring" + _exception_hint(self, job_id))
             raw = details.get("vertices")
             vertices = [v for v in raw if isinstance(v, dict)] if isinstance(raw, list) else []
-            if state == "RUNNING" and vertices and all(
-                    _obj(v.get("tasks")).get("RUNNING", 0) == v.get("parallelism", -1) for v in vertices):
+            if restore_progress(details) == "restored":
                 return details
             if time.monotonic() > deadline:
                 pending = {one_line(v.get("name"), 80): {k: n for k, n in _obj(v.get("tasks")).items() if n}
@@ -421,6 +420,21 @@ class FlinkRestHook(BaseHook):
             body["flinkConfiguration"] = dict(flink_configuration)
         # Never retried here: a retried POST without a job id could start the job twice.
         return _field(self.request("POST", f"/jars/{jar_id}/run", json=body), "jobid", f"POST /jars/{jar_id}/run")
+
+
+def restore_progress(details: dict[str, Any]) -> str:
+    """Where a job's restore stands, from `GET /jobs/{id}`: "restored" (every subtask RUNNING: each task restores
+    its state while INITIALIZING), "ended" (terminal, failing or cancelling: it will not restore), or "pending".
+    `wait_until_restored` polls it; a deferred upgrade's trigger (`flink_gate.triggers`) asks it between polls."""
+    state = str(details.get("state"))
+    if state in TERMINAL_JOB_STATES or state in ("FAILING", "CANCELLING"):
+        return "ended"
+    raw = details.get("vertices")
+    vertices = [v for v in raw if isinstance(v, dict)] if isinstance(raw, list) else []
+    if state == "RUNNING" and vertices and all(
+            _obj(v.get("tasks")).get("RUNNING", 0) == v.get("parallelism", -1) for v in vertices):
+        return "restored"
+    return "pending"
 
 
 def _error(cls: type[FlinkRestError], message: str, status: int | None) -> FlinkRestError:

@@ -9,6 +9,7 @@ import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
+import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
 import org.apache.flink.runtime.state.FunctionSnapshotContext;
@@ -38,6 +39,15 @@ public final class Pipeline {
     public static final int KEYS = 8;
 
     private Pipeline() {}
+
+    /**
+     * The job's name: Flink's {@code pipeline.name} when the submission sets it ({@code -D} or the REST
+     * run's {@code flinkConfiguration}), so that several copies of one variant can run side by side under
+     * their own names (the deferred rolling upgrade's test); else {@link #JOB_NAME}.
+     */
+    public static String jobName(StreamExecutionEnvironment env) {
+        return env.getConfiguration().getOptional(PipelineOptions.NAME).orElse(JOB_NAME);
+    }
 
     /** Options shared by every variant: {@code --rate <events per second>}. */
     public static double rate(String[] args) {

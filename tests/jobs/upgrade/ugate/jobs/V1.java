@@ -12,6 +12,6 @@ public final class V1 {
                 .keyBy(k -> k)
                 .process(new Pipeline.Counter("v1")).uid("counter").name("counter")
                 .sinkTo(Pipeline.printSink()).uid("printer").name("printer");
-        env.execute(Pipeline.JOB_NAME);
+        env.execute(Pipeline.jobName(env));
     }
 }

@@ -15,6 +15,6 @@ public final class V2Broken {
                 .keyBy(k -> k)
                 .process(new Pipeline.Counter("v2-broken")).name("counter")
                 .sinkTo(Pipeline.printSink()).name("printer");
-        env.execute(Pipeline.JOB_NAME);
+        env.execute(Pipeline.jobName(env));
     }
 }

@@ -17,6 +17,6 @@ public final class V2Compatible {
                 .process(new Pipeline.Counter("v2-compatible")).uid("counter").name("counter").setParallelism(2)
                 .map(line -> line + " enriched=yes").returns(Types.STRING).name("enrich").setParallelism(2)
                 .sinkTo(Pipeline.printSink()).uid("printer").name("printer");
-        env.execute(Pipeline.JOB_NAME);
+        env.execute(Pipeline.jobName(env));
     }
 }

@@ -16,6 +16,6 @@ public final class V2Fails {
                 .keyBy(k -> k)
                 .process(new Pipeline.Counter("v2-fails")).uid("counter").name("counter").setMaxParallelism(256)
                 .sinkTo(Pipeline.printSink()).uid("printer").name("printer");
-        env.execute(Pipeline.JOB_NAME);
+        env.execute(Pipeline.jobName(env));
     }
 }

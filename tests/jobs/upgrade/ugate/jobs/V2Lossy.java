@@ -11,6 +11,6 @@ public final class V2Lossy {
         events.keyBy(k -> k)
                 .process(new Pipeline.Counter("v2-lossy")).uid("counter").name("counter")
                 .sinkTo(Pipeline.printSink()).uid("printer").name("printer");
-        env.execute(Pipeline.JOB_NAME);
+        env.execute(Pipeline.jobName(env));
     }
 }

@@ -15,6 +15,6 @@ public final class V2Rekeyed {
                 .keyBy(k -> k)
                 .process(new Pipeline.Counter("v2-rekeyed")).uid("counter").name("counter")
                 .sinkTo(Pipeline.printSink()).uid("printer").name("printer");
-        env.execute(Pipeline.JOB_NAME);
+        env.execute(Pipeline.jobName(env));
     }
 }

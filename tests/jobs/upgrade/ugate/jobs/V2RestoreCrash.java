@@ -20,6 +20,6 @@ public final class V2RestoreCrash {
                 .setParallelism(2)
                 .map(line -> line + " enriched=yes").returns(Types.STRING).name("enrich").setParallelism(2)
                 .sinkTo(Pipeline.printSink()).uid("printer").name("printer");
-        env.execute(Pipeline.JOB_NAME);
+        env.execute(Pipeline.jobName(env));
     }
 }

@@ -17,6 +17,6 @@ public final class V2StatelessRekeyed {
                 .keyBy(k -> k)
                 .process(new Pipeline.Counter("v2-stateless-rekeyed")).uid("counter").name("counter")
                 .sinkTo(Pipeline.printSink()).uid("printer-v2").name("printer");
-        env.execute(Pipeline.JOB_NAME);
+        env.execute(Pipeline.jobName(env));
     }
 }
