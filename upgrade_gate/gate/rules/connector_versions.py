@@ -15,7 +15,9 @@ failing that, from a savepoint the new job version wrote (`--new-job-savepoint`)
 * the new reader is older (a connector downgrade): the restore fails at task start, as the recorded real restores
   of a source whose serializers, like Flink's connectors' (`FileSourceSplitSerializer`,
   `KafkaPartitionSplitSerializer`), refuse a version newer than their own show;
-* no version known for the new connector: named as unknown, never called safe by default.
+* no version known for the new connector: named as unknown, never called safe by default (without a second
+  savepoint the "state types not compared" note names it: `unknown_connectors`, and the verdict reads
+  "SAFE (state types not compared)").
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from hashing.errors import InputError
-from upgrade_gate.flink.connector_state import ConnectorState, WrittenVersions, read_connector_versions
+from upgrade_gate.flink.connector_state import ConnectorState, read_connector_versions
 from upgrade_gate.gate.findings import ConnectorVersionCompared, Finding, Loss, Note, Refused
 from upgrade_gate.gate.rules import RuleContext
 
-__all__ = ["EXPORT_KEYS", "RULE", "connector_serializer_versions"]
+__all__ = ["EXPORT_KEYS", "RULE", "connector_serializer_versions", "unknown_connectors"]
 
 RULE = "connector serializer version"
 # the graph export's `connector` node field: which key holds the version of which state
@@ -85,7 +87,7 @@ def connector_serializer_versions(ctx: RuleContext) -> Iterator[Finding]:
     if not written:
         return
     from_savepoint = _from_new_job(ctx, restored)
-    unknown: list[str] = []
+    unknown: list[ConnectorVersionCompared] = []
     for w in written:
         nid = restored[w.operator_id]
         exported = _exported(ctx, nid) or {}
@@ -100,20 +102,26 @@ def connector_serializer_versions(ctx: RuleContext) -> Iterator[Finding]:
         if w.unread is not None:
             yield Note(f"operator {who}: {w.state} serializer versions not read ({w.unread})")
         elif reader is None and w.versions:
-            unknown.append(f"{who} ({w.state} v{', v'.join(map(str, w.versions))})")
+            unknown.append(row)
         elif row.outcome == "reader older":
             yield Refused(row.consequence, RULE, w.operator_id)
             yield Loss(w.operator_id, w.name, w.uid, 0, f"the restore fails: {row.consequence}", (w.state_name,),
                        orphaned=False)
         elif row.outcome == "reader newer":
             yield Note(f"operator {who}: {row.consequence}")
-    if unknown:
-        yield Note(f"connector serializer versions not compared: {len(unknown)} connector state(s) of an unknown "
-                   f"connector ({'; '.join(unknown[:5])}{'; ...' if len(unknown) > 5 else ''}): neither the graph "
-                   f"export nor a --new-job-savepoint says which version the new connector reads; a connector "
-                   f"downgrade would fail the restore at task start (docs/guide.md, Connector serializer versions)")
+    if unknown and ctx.inputs.second_savepoint is not None:  # else the "state types not compared" note says it
+        said = unknown_connectors(tuple(unknown))
+        if said:
+            yield Note(said)
 
 
-def describe(w: WrittenVersions) -> str:
-    """`'SourceReaderState' (splits) v1, v2`."""
-    return f"{w.state_name} ({w.state}) v{', v'.join(map(str, w.versions))}"
+def unknown_connectors(found: tuple[ConnectorVersionCompared, ...]) -> str | None:
+    """The sentence naming connector states whose reader version nothing gave, or None."""
+    unknown = [f"{c.written.name or c.written.uid or c.written.operator_id} ({c.written.state} "
+               f"v{', v'.join(map(str, c.written.versions))})" for c in found if c.outcome == "unknown"]
+    if not unknown:
+        return None
+    return (f"connector serializer versions not compared: {len(unknown)} connector state(s) of an unknown connector "
+            f"({'; '.join(unknown[:5])}{'; ...' if len(unknown) > 5 else ''}): neither the graph export nor a "
+            f"--new-job-savepoint says which version the new connector reads; a connector downgrade would fail the "
+            f"restore at task start (docs/guide.md, Connector serializer versions)")
