@@ -7,7 +7,9 @@ it with other versions: a connector upgrade (the new reader is newer), a downgra
 the new reader does not know), and the same versions as the control. Kept under
 `tests/fixtures/savepoints/connector-versions/<release>/<case>/_metadata` (HashMap, inline state: the version
 headers are in `_metadata`), the outcomes (Flink's root cause for each failed restore) in `outcomes.json`. The gate's
-connector serializer rule (`upgrade_gate/gate/rules/connector_versions.py`) is tested against these.
+connector serializer rule (`upgrade_gate/gate/rules/connector_versions.py`) is tested against these. A FileSink's
+savepoint (`file-sink`: writer and committer state) is kept beside them with the versions FileSink's own serializers
+report (`sinks.json`), for the header reader.
 
 Usage: python -m flink_bridge.generate_connector_versions [--versions 2.3 1.20]
 """
@@ -27,6 +29,8 @@ from flink_bridge.generate_savepoints import FIXTURES, _keep, _local, run_java
 OUT = FIXTURES / "connector-versions"
 # case -> (split serializer version, enumerator serializer version) the savepoint is written with
 WRITTEN = {"split-v1": (1, 1), "split-v2": (2, 1), "enum-v2": (1, 2)}
+# a FileSink's writer and committer state, with the versions FileSink's serializers report: `sinks.json`
+SINK_CASE = "file-sink"
 # (case written, versions of the restoring job, what it is)
 RESTORES = (
     ("split-v1", (1, 1), "same versions"),
@@ -43,13 +47,17 @@ def record(version: str, out: Path = OUT) -> list[dict]:
     ensure_flink(release)
     stage = WORK_DIR / "connector-versions-stage" / release
     shutil.rmtree(stage, ignore_errors=True)
-    tasks = [f"write:{stage / case}:{s}:{e}" for case, (s, e) in WRITTEN.items()]
+    tasks = [*(f"write:{stage / case}:{s}:{e}" for case, (s, e) in WRITTEN.items()), f"sink:{stage / SINK_CASE}"]
+    sink: dict = {}
     for line in run_java(version, "ugate.savepoints.ConnectorVersions", tasks, timeout=900).splitlines():
         task, _, result = line.partition("\t")
-        if task.startswith("write:"):
+        if task.startswith(("write:", "sink:")):
             if result.startswith("ERROR"):
                 raise RuntimeError(f"{task}: {result}")
-            _keep(_local(result), out / release / Path(task.split(":")[1]).name, False)
+            path, _, versions = result.partition("\t")
+            _keep(_local(path), out / release / Path(task.split(":")[1]).name, False)
+            if versions:
+                sink = json.loads(versions)
     tasks = [f"restore:{out / release / case}:{s}:{e}" for case, (s, e), _ in RESTORES]
     outcomes = []
     lines = [ln for ln in run_java(version, "ugate.savepoints.ConnectorVersions", tasks, timeout=900).splitlines()
@@ -65,6 +73,10 @@ def record(version: str, out: Path = OUT) -> list[dict]:
         print(f"[connector-versions] {release} {case} -> split v{s} enum v{e}: {doc['status']} {doc['error'] or ''}",
               file=sys.stderr)
     shutil.rmtree(stage, ignore_errors=True)
+    sinks = out / "sinks.json"
+    recorded = json.loads(sinks.read_text()) if sinks.is_file() else {}
+    recorded[release] = sink
+    sinks.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n")
     return outcomes
 
 

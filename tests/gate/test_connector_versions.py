@@ -132,3 +132,19 @@ def test_a_bad_connector_field_is_exit_2_naming_the_graph(bad: Any, said: str, t
     assert code == 2
     assert err.count("\n") == 1 and str(graph) in err and "node 1" in err and said in err
     assert "Traceback" not in err
+
+
+SINKS: dict[str, dict[str, int]] = json.loads((ROOT / "sinks.json").read_text())
+
+
+@pytest.mark.parametrize("release", sorted(SINKS))
+def test_a_file_sinks_writer_and_committer_headers_are_read(release: str) -> None:
+    """A real FileSink savepoint: the writer state's header is the version FileSink#getWriterStateSerializer()
+    reported in that run; the committer state's is Flink's own CommittableCollectorSerializer version (the
+    connector's committable version is nested deeper and not read)."""
+    found = {w.state: w for w in read_connector_versions(load_savepoint(str(ROOT / release / "file-sink")))}
+    writer, committer = found[ConnectorState.WRITER_STATE], found[ConnectorState.COMMITTABLES]
+    assert (writer.state_name, writer.versions, writer.uid) == (
+        "writer_raw_states", (SINKS[release]["writer_state_serializer"],), "files")
+    assert committer.state_name == "streaming_committer_raw_states" and committer.elements >= 1
+    assert found[ConnectorState.SPLITS].versions == (1,)

@@ -2,9 +2,11 @@ package ugate.savepoints;
 
 import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.serialization.SimpleStringEncoder;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.connector.source.lib.NumberSequenceSource;
 import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.connector.file.sink.FileSink;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.core.execution.JobClient;
@@ -49,9 +51,13 @@ public final class ConnectorVersions {
             String[] p = task.split(":", 4);
             String out;
             try {
-                int split = Integer.parseInt(p[2]), enumerator = Integer.parseInt(p[3]);
-                out = p[0].equals("write") ? write(new File(p[1]), split, enumerator)
-                        : restore(new File(p[1]), split, enumerator);
+                if (p[0].equals("sink")) {
+                    out = sink(new File(p[1]));
+                } else {
+                    int split = Integer.parseInt(p[2]), enumerator = Integer.parseInt(p[3]);
+                    out = p[0].equals("write") ? write(new File(p[1]), split, enumerator)
+                            : restore(new File(p[1]), split, enumerator);
+                }
             } catch (Exception e) {
                 e.printStackTrace();
                 out = "ERROR\t" + String.valueOf(e).replace('\n', ' ');
@@ -69,6 +75,29 @@ public final class ConnectorVersions {
         StreamExecutionEnvironment env = SchemaChanges.env(c);
         job(env, split, enumerator);
         return SchemaChanges.savepointOf(env.executeAsync("connector-versions"), dir);
+    }
+
+    /**
+     * A FileSink's writer and committer state: a savepoint of the job writing its numbers to part files (uid
+     * "files"), and the versions FileSink's own serializers report. Prints the path, a tab, then that JSON.
+     */
+    static String sink(File dir) throws Exception {
+        dir.mkdirs();
+        Configuration c = SchemaChanges.config("hashmap");
+        c.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, new File(dir, "checkpoints").toURI().toString());
+        StreamExecutionEnvironment env = SchemaChanges.env(c);
+        FileSink<Long> files = FileSink.forRowFormat(
+                new org.apache.flink.core.fs.Path(new File(dir, "out").toURI()), new SimpleStringEncoder<Long>())
+                .build();
+        env.fromSource(new VersionedSequenceSource(1, 1), WatermarkStrategy.noWatermarks(), "numbers")
+                .uid("numbers")
+                .map(new Functions.Throttle(5)).uid("throttle").name("throttle")
+                .sinkTo(files).uid("files").name("files");
+        String path = SchemaChanges.savepointOf(env.executeAsync("connector-versions-sink"), dir);
+        Map<String, Object> versions = new LinkedHashMap<>();
+        versions.put("writer_state_serializer", files.getWriterStateSerializer().getVersion());
+        versions.put("committable_serializer", files.getCommittableSerializer().getVersion());
+        return path + "\t" + FlinkView.Json.write(versions);
     }
 
     static String restore(File savepoint, int split, int enumerator) throws Exception {
