@@ -144,7 +144,6 @@ def test_a_file_sinks_writer_and_committer_headers_are_read(release: str) -> Non
     connector's committable version is nested deeper and not read)."""
     found = {w.state: w for w in read_connector_versions(load_savepoint(str(ROOT / release / "file-sink")))}
     writer, committer = found[ConnectorState.WRITER_STATE], found[ConnectorState.COMMITTABLES]
-    assert (writer.state_name, writer.versions, writer.uid) == (
-        "writer_raw_states", (SINKS[release]["writer_state_serializer"],), "files")
+    assert (writer.state_name, writer.versions) == ("writer_raw_states", (SINKS[release]["writer_state_serializer"],))
     assert committer.state_name == "streaming_committer_raw_states" and committer.elements >= 1
     assert found[ConnectorState.SPLITS].versions == (1,)
