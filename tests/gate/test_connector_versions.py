@@ -147,3 +147,17 @@ def test_a_file_sinks_writer_and_committer_headers_are_read(release: str) -> Non
     assert (writer.state_name, writer.versions) == ("writer_raw_states", (SINKS[release]["writer_state_serializer"],))
     assert committer.state_name == "streaming_committer_raw_states" and committer.elements >= 1
     assert found[ConnectorState.SPLITS].versions == (1,)
+
+
+def test_the_table_shows_each_connector_state_and_the_downgrade(tmp_path: Path) -> None:
+    """What a person reading `check` in a terminal sees for the recorded 2.3.0 split downgrade."""
+    graph = _graph_with(tmp_path, {"class": CONNECTOR, "split_serializer": 1, "enumerator_serializer": 1})
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["check", "--savepoint", str(ROOT / "2.3.0" / "split-v2"), "--graph", str(graph),
+                     "--flink-version", "2.3", "--format", "table"])
+    text = " ".join(out.getvalue().split())
+    assert code == 1 and "Connector serializer versions" in text
+    assert (f"Source: numbers: SourceReaderState (splits) written v2, new connector reads v1 (export, {CONNECTOR}): "
+            f"reader older") in text
+    assert "Source: numbers: coordinator (enumerator) written v1, new connector reads v1" in text
