@@ -14,7 +14,7 @@ from hashing.readers.spec import parse_spec
 
 # Spec node fields the hasher ignores but people and the misrouting check read: they tell two
 # same-shaped operators apart (docs/graph-spec.md).
-DESCRIPTIVE_FIELDS = ("kind", "state", "key_type", "factory_class")
+DESCRIPTIVE_FIELDS = ("kind", "state", "key_type", "factory_class", "connector")
 
 
 @dataclass(frozen=True)

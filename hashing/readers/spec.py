@@ -29,7 +29,7 @@ UPPER_BOUND_MAX_PARALLELISM = 32768
 MAX_NODES = 100_000
 
 _NODE_KEYS = {"id", "name", "parallelism", "max_parallelism", "uid", "uid_hash", "chaining_strategy",
-              "slot_sharing_group", "factory", "factory_class", "description", "state", "key_type", "kind"}
+              "slot_sharing_group", "factory", "factory_class", "description", "state", "key_type", "kind", "connector"}
 _EDGE_KEYS = {"source", "target", "partitioner", "exchange_mode", "type_number", "side"}
 
 E = TypeVar("E", bound=Enum)

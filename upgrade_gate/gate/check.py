@@ -35,6 +35,10 @@ SQL findings in `losses[]` / `misrouted[]` carry `sql{statement, operator, state
 a SQL state that does not restore carries `sql_remedy{cause, keeps_state, text, apply, proven_by}`
 (`gate.sql_remedies`: only remedies a real restore proved; otherwise "no remedy keeps this state" and what is
 lost). `remedies[]` holds no pins for a planner's operators: SQL has no uid()/setUidHash().
+`serializer_versions[]` ({operator_id, name, uid, new_operator, state: splits|enumerator|writer state|committables,
+state_name, written[], elements, reader, reader_from: export|new-job savepoint|null, connector, outcome: same|reader
+newer|reader older|unknown|not read, consequence}): every connector state the new job restores
+(`rules.connector_versions`).
 `rescale_detail=False` leaves `operators[].rescale` null and `with_migration=False` leaves
 `migration[]` empty: a fleet scan needs the verdict and the bytes of thousands of jobs, not every
 subtask's key groups (and its V2/V3 table comes from `fleet_ids`). Bad input raises `hashing.errors.InputError`.
@@ -68,6 +72,7 @@ from upgrade_gate.gate.rules import (
     RuleContext,
     autoscaler,
     config,
+    connector_versions,
     misrouted,
     restore,
     restored_empty,
@@ -115,6 +120,7 @@ class CheckResult:
     config: tuple[dict[str, Any], ...] = ()  # rules.config (--flink-config, -D)
     findings: Findings | None = field(default=None, compare=False, repr=False)  # typed, what the JSON was made of
     state_types_compared: bool = True  # False: restored states' serializers were compared with nothing
+    serializer_versions: tuple[dict[str, Any], ...] = ()  # rules.connector_versions: connector state versions
 
     @property
     def verdict_text(self) -> str:
@@ -130,7 +136,8 @@ class CheckResult:
                 "verdict_with_remedies": self.verdict_with_remedies, "migration": list(self.migration),
                 "warnings": list(self.warnings), "misrouted": list(self.misrouted), "old_graph": self.old_graph_name,
                 "schema_changes": list(self.schema_changes), "config": list(self.config),
-                "state_types_compared": self.state_types_compared}
+                "state_types_compared": self.state_types_compared,
+                "serializer_versions": list(self.serializer_versions)}
 
 
 def _rescale(r: OperatorRestore) -> dict[str, Any]:
@@ -212,7 +219,8 @@ RESTORE_RULES: tuple[Rule, ...] = (*restore.RULES, state_schema.kryo_upgrade_mis
                                    restored_empty.starts_empty)
 CHECK_RULES: tuple[Rule, ...] = (restore.mixed_max_parallelism, config.configuration,
                                  autoscaler.orphaned_parallelism_overrides, state_schema.schema_diff,
-                                 sql.sql_state_refused, sql.sql_meaning_changed,
+                                 connector_versions.connector_serializer_versions, sql.sql_state_refused,
+                                 sql.sql_meaning_changed,
                                  state_schema.state_types_not_compared)
 
 
@@ -288,7 +296,8 @@ def check(inputs: CheckInputs) -> CheckResult:
         old_graph_name=old.graph.name if old else None,
         schema_changes=tuple(x.to_json() for x in found.schema_changes),
         config=tuple(x.to_json() for x in found.config), findings=found,
-        state_types_compared=not any(isinstance(f, TypesNotCompared) for f in found.items))
+        state_types_compared=not any(isinstance(f, TypesNotCompared) for f in found.items),
+        serializer_versions=tuple(x.to_json() for x in found.connector_versions))
 
 
 def _in_query_terms(inputs: CheckInputs, facts: SavepointFacts, shown: Simulation, found: Findings) -> Findings:

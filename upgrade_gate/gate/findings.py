@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from upgrade_gate.flink.assignment.load_validation import has_state
+from upgrade_gate.flink.connector_state import ConnectorState, WrittenVersions
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 from upgrade_gate.gate.annotations import SqlContext, SqlRemedy, StateRoles
 from upgrade_gate.gate.config_rules import ConfigFinding
@@ -20,9 +21,9 @@ from upgrade_gate.gate.misrouting import Misrouted
 from upgrade_gate.gate.state_schema_diff import StateDiff
 from upgrade_gate.vocabulary import Verdict
 
-__all__ = ["ConfigChecked", "Finding", "Findings", "Loss", "MeaningChanged", "Misrouted", "Note", "Orphan",
-           "PositionClaim", "Refused", "SavepointFacts", "SchemaCompared", "TypesNotCompared", "keyed_bytes",
-           "state_names"]
+__all__ = ["ConfigChecked", "ConnectorVersionCompared", "Finding", "Findings", "Loss", "MeaningChanged", "Misrouted",
+           "Note", "Orphan", "PositionClaim", "Refused", "SavepointFacts", "SchemaCompared", "TypesNotCompared",
+           "keyed_bytes", "state_names"]
 
 
 def state_names(op: OperatorState) -> list[str]:
@@ -204,8 +205,69 @@ class TypesNotCompared:
     verdict = Verdict.SAFE
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectorVersionCompared:
+    """One connector state the new job restores (splits, enumerator, writer state, committables), the serializer
+    versions written in the savepoint against the version the new connector reads (a `serializer_versions[]` row,
+    `rules.connector_versions`). `reader`: None when neither the export nor a new-job savepoint says; `connector`:
+    the class the export names, None when not known."""
+
+    written: WrittenVersions
+    new_operator: str
+    connector: str | None
+    reader: int | None
+    reader_from: str | None  # "export" | "new-job savepoint"
+    verdict = Verdict.SAFE
+
+    @property
+    def outcome(self) -> str:
+        """same | reader newer | reader older | unknown (no reader version) | not read (no header read)."""
+        w = self.written
+        if w.unread is not None or not w.versions:
+            return "not read" if w.unread is not None else "same"
+        if self.reader is None:
+            return "unknown"
+        if max(w.versions) > self.reader:
+            return "reader older"
+        return "reader newer" if min(w.versions) < self.reader else "same"
+
+    @property
+    def consequence(self) -> str:
+        w, outcome = self.written, self.outcome
+        who = f"'{w.name or w.uid or w.operator_id}'"
+        by = f"the new connector ({self.connector or 'connector class unknown'})"
+        versions = ", ".join(map(str, w.versions))
+        # where a real restore failed (tests/fixtures/savepoints/connector-versions/outcomes.json): splits in
+        # SourceOperator#open, the enumerator in SourceCoordinator#resetToCheckpoint on the coordinator's own thread
+        where = ("shortly after the job starts (the JobManager restores the split enumerator on the coordinator's "
+                 "thread, SourceCoordinator#resetToCheckpoint, while the tasks may already read records)"
+                 if w.state is ConnectorState.ENUMERATOR else "at task start (SourceOperator#open)"
+                 if w.state is ConnectorState.SPLITS else
+                 "at task start (StatefulSinkWriterStateHandler reads it through the same SimpleVersionedListState "
+                 "as a source's splits)" if w.state is ConnectorState.WRITER_STATE else "at task start")
+        if outcome == "reader older":
+            return (f"{w.state_name} ({w.state}) of {who} was written with serializer version {versions}; {by} "
+                    f"reads version {self.reader} and cannot know a newer one: the restore fails {where} "
+                    f"(a connector downgrade)")
+        if outcome == "reader newer":
+            return (f"{w.state_name} ({w.state}) of {who} was written with serializer version {versions}; {by} "
+                    f"writes version {self.reader}: the new connector must read version {versions}; if it cannot, "
+                    f"the restore fails {where}")
+        if outcome == "unknown":
+            return (f"{w.state_name} ({w.state}) of {who} was written with serializer version {versions} by a "
+                    f"connector the gate does not know: whether the new connector reads it is not known")
+        return ""
+
+    def to_json(self) -> dict[str, Any]:
+        w = self.written
+        return {"operator_id": w.operator_id, "name": w.name, "uid": w.uid, "new_operator": self.new_operator,
+                "state": str(w.state), "state_name": w.state_name, "written": list(w.versions),
+                "elements": w.elements, "reader": self.reader, "reader_from": self.reader_from,
+                "connector": self.connector, "outcome": self.outcome, "consequence": self.consequence or None}
+
+
 Finding = (Loss | Note | Orphan | PositionClaim | Misrouted | Refused | SchemaCompared | ConfigChecked
-           | MeaningChanged | TypesNotCompared)
+           | MeaningChanged | TypesNotCompared | ConnectorVersionCompared)
 
 
 @dataclass(frozen=True)
@@ -224,6 +286,7 @@ class Findings:
     schema_changes: tuple[SchemaCompared, ...] = ()
     config: tuple[ConfigChecked, ...] = ()
     meaning: tuple[MeaningChanged, ...] = ()
+    connector_versions: tuple[ConnectorVersionCompared, ...] = ()
 
     @property
     def position_claims(self) -> dict[bytes, int]:
@@ -239,6 +302,7 @@ class Findings:
         items, losses, notes, claims = list(self.items), list(self.losses), list(self.warnings), list(self.claims)
         wrong, orphans, refusals = list(self.wrong_receiver), list(self.lost_states), list(self.refusals)
         schema, config, meaning = list(self.schema_changes), list(self.config), list(self.meaning)
+        connectors = list(self.connector_versions)
         for f in found:
             items.append(f)
             if isinstance(f, Loss):
@@ -262,8 +326,10 @@ class Findings:
                 config.append(f)
             elif isinstance(f, MeaningChanged):
                 meaning.append(f)
+            elif isinstance(f, ConnectorVersionCompared):
+                connectors.append(f)
         return Findings(tuple(items), tuple(losses), tuple(notes), tuple(claims), tuple(wrong), tuple(orphans),
-                        tuple(refusals), tuple(schema), tuple(config), tuple(meaning))
+                        tuple(refusals), tuple(schema), tuple(config), tuple(meaning), tuple(connectors))
 
 
 def _merge(wrong: list[Misrouted], m: Misrouted) -> None:

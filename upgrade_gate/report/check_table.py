@@ -86,10 +86,23 @@ def render_table(res: CheckResult, offer: dict[str, Any] | None = None) -> str:
             refused.append(paragraph(f"config (the job will not start): {c['text']}. Fix: {c['remedy']}"))
     if refused:
         lines += ["", *refused]
+    if res.serializer_versions:  # connector state headers against the new connector (rules.connector_versions)
+        lines += ["", "Connector serializer versions"]
+        lines += [paragraph(f"- {serializer_version_line(v)}", indent="  ") for v in res.serializer_versions]
     for w in res.warnings:
         lines.append(paragraph(f"warning: {w}"))
     lines += ["", paragraph(plan_line(res))]
     return "\n".join(lines) + "\n"
+
+
+def serializer_version_line(v: dict[str, Any]) -> str:
+    """One `serializer_versions[]` row: `Source: numbers: SourceReaderState (splits) written v1, new connector reads
+    v2 (export, MyConnector): reader newer`."""
+    written = ", ".join(f"v{x}" for x in v["written"]) or "no element"
+    reader = f"v{v['reader']} ({v['reader_from']}" if v["reader"] is not None else "unknown ("
+    reader += f"{', ' if v['reader'] is not None else ''}{v['connector'] or 'connector class unknown'})"
+    return (f"{v['name'] or v['uid'] or v['operator_id']}: {v['state_name']} ({v['state']}) written {written}, "
+            f"new connector reads {reader}: {v['outcome']}")
 
 
 def operators_at_risk(losses: list[dict[str, Any]], misrouted: list[dict[str, Any]]) -> dict[str, int]:

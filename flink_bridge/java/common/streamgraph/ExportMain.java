@@ -148,6 +148,7 @@ public final class ExportMain {
             }
             StreamGraph graph = builder.build(conf);
             Map<String, Object> spec = SpecDumper.spec(graph);
+            ConnectorDumper.addTo(spec, graph);  // connector serializer versions: upgrade_gate/gate/rules/connector_versions.py
             Map<String, Object> sqlState = SqlStateDumper.sqlState(graph);
             if (!sqlState.isEmpty()) {
                 spec.put("sql_state", sqlState);  // SQL operators' state serializers: upgrade_gate/gate/sql_state_rules.py
