@@ -494,3 +494,21 @@ def test_inline_state_is_a_view_of_the_file_not_a_copy() -> None:
                         assert inline.state_size == len(inline.data) == h.state_size
                         seen += 1
     assert seen > 100
+
+
+def test_parsing_leaves_the_cyclic_collector_as_it_found_it() -> None:
+    """`parse_metadata` pauses the cyclic GC while it builds the model (issue 34) and restores its state,
+    after a good file and after a bad one; a caller that disabled it finds it still disabled."""
+    import gc
+    good, bad = FIXTURE_FILES[0], FIXTURE_FILES[0][:40]
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            parse_metadata(good, "fp/_metadata", "/sp/")
+            assert gc.isenabled() is enabled
+            with pytest.raises(MetadataFormatError):
+                parse_metadata(bad, "fp/_metadata", "/sp/")
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
