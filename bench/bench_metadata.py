@@ -42,7 +42,7 @@ from bench import fair  # noqa: E402
 from flink_bridge.dist import release_of  # noqa: E402
 from flink_bridge.generate_savepoints import BENCH_DIR, WIDE_CASE, generate_large, generate_wide  # noqa: E402
 from hashing.versions import DEFAULT  # noqa: E402
-from upgrade_gate.flink.metadata import parse_metadata  # noqa: E402
+from upgrade_gate.flink.metadata import fast_reader, parse_metadata  # noqa: E402
 from upgrade_gate.flink.metadata.json_view import to_json  # noqa: E402
 from upgrade_gate.flink.metadata.model import CheckpointMetadata  # noqa: E402
 
@@ -114,12 +114,13 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         if agree is False:
             raise SystemExit(f"{path}: our reading differs from Flink's (flink-view.json)")
         print(f"our reading == Flink's reading (every handle): {'yes' if agree else 'no Flink view beside the file'}")
+        print(f"our subtask loop: {'compiled (_fastsubtasks)' if fast_reader.COMPILED else 'Python (not built)'}")
         with fair.FlinkServer("savepoints", args.version, "ugate.savepoints.FlinkView", [str(path)]) as flink:
             what = fair.Comparison(
                 "_metadata", f"{path.parent.name} ({len(data) / 1e6:.1f} MB, {subtasks:,} subtask states)", "files",
                 "upgrade_gate.flink.metadata.parse_metadata", "Checkpoints.loadCheckpointMetadata",
                 {"input": str(path), "bytes": len(data), "subtask_states": subtasks, "handles": handle_count(m),
-                 "same_as_flink": agree})
+                 "same_as_flink": agree, "compiled_subtask_loop": fast_reader.COMPILED})
             r = fair.run_and_report(what, fair.Ours(_parse(data, path)), flink, settings, args.json, results)
         ours_mb, ours_ms = r["ours"]["rate"] * len(data) / 1e6, 1e3 / r["ours"]["rate"]
         print(f"   ours {ours_mb:,.0f} MB per CPU-s ({ours_ms:.2f} CPU-ms a file), Flink "

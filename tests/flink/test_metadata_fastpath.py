@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 import upgrade_gate.flink.metadata.checkpoint_properties as checkpoint_properties
+import upgrade_gate.flink.metadata.fast_reader as fast_reader
 import upgrade_gate.flink.metadata.serializers as serializers
 from hashing.versions import SUPPORTED, FlinkVersion
 from tests.metadata_support import MetadataBuilder, fixture_dirs, header
@@ -41,6 +42,17 @@ from upgrade_gate.flink.metadata.reader import BoundedReader
 from upgrade_gate.flink.metadata.serializers import SERIALIZERS, MetadataV6Serializer
 
 VERSIONS = sorted(SERIALIZERS)
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def subtask_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs twice: with the compiled subtask loop (`_fastsubtasks.c`) and with the
+    pure-Python fast reader alone, the fallback where no compiler built the extension."""
+    if request.param == "python":
+        monkeypatch.setattr(fast_reader, "_compiled", None)
+    else:
+        assert fast_reader.COMPILED, "_fastsubtasks was not built: run `pip install -e .` with a C compiler"
+    return str(request.param)
 
 
 def _version_of(data: bytes) -> int:
@@ -443,3 +455,60 @@ def test_direct_constructors_equal_the_dataclass_ones() -> None:
         fast_op, slow_op = new_operator_state(*args), OperatorState(*args)
         assert _canon(fast_op) == _canon(slow_op) and fast_op == slow_op
         assert fast_op.state_size == slow_op.state_size == 5 + (2 if coordinator else 0)
+
+
+def test_the_compiled_subtask_loop_reads_the_committed_fixtures(subtask_loop: str) -> None:
+    """The compiled loop is built and takes real Flink files' subtasks itself, building the same objects."""
+    if subtask_loop == "python":
+        pytest.skip("this checks the compiled loop")
+    calls: list[int] = []
+    real = fast_reader._compiled
+
+    class Counting:
+        def read_subtasks(self, *args: Any) -> tuple[int, int]:
+            taken, pos = real.read_subtasks(*args)  # type: ignore[union-attr]
+            calls.append(taken)
+            return taken, pos
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(fast_reader, "_compiled", Counting())
+        for data in FIXTURE_FILES:
+            assert _outcome(data, "/sp/dir/") == _outcome(data, "/sp/dir/", fast_paths=False)
+    assert sum(calls) > 100
+
+
+def test_inline_state_is_a_view_of_the_file_not_a_copy() -> None:
+    """Inline state handles of real Flink files keep views into the file's bytes (issue 34), read by
+    either loop; `data` still gives the same bytes as a `bytes` object, and the sizes are unchanged."""
+    seen = 0
+    for data in FIXTURE_FILES:
+        m = parse_metadata(data, "fp/_metadata", "/sp/")
+        for o in m.operator_states:
+            for s in o.subtask_states.values():
+                for h in (*s.managed_operator_state, *s.raw_operator_state, *s.managed_keyed_state,
+                          *s.raw_keyed_state):
+                    inline = getattr(h, "delegate", None)
+                    if isinstance(inline, ByteStreamStateHandle):
+                        assert inline.view.obj is data and inline.view.readonly
+                        assert isinstance(inline.data, bytes) and inline.data == bytes(inline.view)
+                        assert inline.state_size == len(inline.data) == h.state_size
+                        seen += 1
+    assert seen > 100
+
+
+def test_parsing_leaves_the_cyclic_collector_as_it_found_it() -> None:
+    """`parse_metadata` pauses the cyclic GC while it builds the model (issue 34) and restores its state,
+    after a good file and after a bad one; a caller that disabled it finds it still disabled."""
+    import gc
+    good, bad = FIXTURE_FILES[0], FIXTURE_FILES[0][:40]
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            parse_metadata(good, "fp/_metadata", "/sp/")
+            assert gc.isenabled() is enabled
+            with pytest.raises(MetadataFormatError):
+                parse_metadata(bad, "fp/_metadata", "/sp/")
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

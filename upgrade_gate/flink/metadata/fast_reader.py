@@ -20,6 +20,8 @@ anything is unusual. Every count is checked against `end - pos` before it is use
 from __future__ import annotations
 
 import struct
+from dataclasses import fields
+from types import ModuleType
 from typing import Protocol
 
 from upgrade_gate.flink.metadata.handles import (
@@ -115,7 +117,7 @@ def fast_stream_handle(data: bytes, pos: int, end: int,
         pos = stop + 4
         if n < 0 or n > end - pos or not name.isascii():
             return None
-        return new_byte_stream_handle(name.decode("ascii"), data[pos:pos + n]), pos + n
+        return new_byte_stream_handle(name.decode("ascii"), ctx.view_of(data)[pos:pos + n]), pos + n
     if tag == RELATIVE_STREAM_STATE_HANDLE:
         prefix = ctx.prefix
         text = _ascii_utf_at(data, pos, end) if prefix is not None else None
@@ -467,7 +469,15 @@ class _V3SubtaskLayout(FastReader):
         empty = _EMPTY_SUBTASK_BYTES
         empty_bytes = len(empty)
         subtasks: dict[int, OperatorSubtaskState] = {}
-        for i in range(n):
+        compiled = _compiled
+        view = ctx.view_of(data) if compiled is not None else None
+        i = 0
+        while i < n:
+            if compiled is not None:  # as many entries as the compiled loop takes, then one here
+                taken, pos = compiled.read_subtasks(data, view, ctx.prefix, pos, end, parallelism, n - i, subtasks)
+                i += taken
+                if i == n:
+                    break
             if end - pos < 4:
                 return _hand_over(serializer, r, ctx, parallelism, n - i, subtasks, pos)  # truncated
             raw = int_at(data, pos)[0]
@@ -488,8 +498,42 @@ class _V3SubtaskLayout(FastReader):
                     pos = r.pos
                 else:
                     subtasks[index], pos = found
+            i += 1
         r.pos = pos
         return subtasks
 
 
 V3_SUBTASK_LAYOUT: FastReader = _V3SubtaskLayout("v3 subtask layout", frozenset({3, 4, 5, 6}))
+
+
+def _load_compiled() -> ModuleType | None:
+    """The compiled subtask loop (`_fastsubtasks.c`, built by `pip install -e .`), configured with the
+    model's classes and slots; None where it was not built (no compiler): the Python loop above reads alone.
+
+    Its results and errors are this module's (it stops before any entry it does not take);
+    tests/flink/test_metadata_fastpath.py reads every input with and without it."""
+    try:
+        from upgrade_gate.flink.metadata import _fastsubtasks
+    except ImportError:
+        return None
+    layouts = (
+        (OperatorSubtaskState, SUBTASK_SLOTS), (OperatorStreamStateHandle, ("state_name_to_partition_offsets",
+                                                                            "delegate")),
+        (StateMetaInfo, ("offsets", "mode")), (KeyGroupsStateHandle, KEY_GROUPS_SLOTS),
+        (KeyGroupsSavepointStateHandle, KEY_GROUPS_SLOTS), (KeyGroupRange, ("start", "end")),
+        (ByteStreamStateHandle, ("handle_name", "view")), (RelativeFileStateHandle, ("path", "relative_path", "size")),
+        (FileStateHandle, ("path", "size")))
+    for cls, names in layouts:  # a field added to a class cannot be silently left unset by the C code
+        declared = tuple(f.name for f in fields(cls))
+        if declared != names:
+            raise RuntimeError(f"{cls.__name__} fields {declared} differ from _fastsubtasks' slots {names}")
+    _fastsubtasks.configure(*layouts, EMPTY_KEY_GROUP_RANGE, _MODES, _EMPTY_SUBTASK, FINISHED_SUBTASK)
+    return _fastsubtasks
+
+
+SUBTASK_SLOTS = ("managed_operator_state", "raw_operator_state", "managed_keyed_state", "raw_keyed_state",
+                 "input_channel_state", "result_subpartition_state", "finished", "channel_state_size", "state_size",
+                 "has_state")
+KEY_GROUPS_SLOTS = ("key_group_range", "offsets", "delegate", "state_handle_id")
+_compiled: ModuleType | None = _load_compiled()
+COMPILED = _compiled is not None  # whether subtasks are read by the compiled loop (bench and tests report it)

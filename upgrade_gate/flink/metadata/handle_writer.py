@@ -133,8 +133,8 @@ def _longs(out: bytearray, values: tuple[int, ...]) -> None:
 def _byte_stream(out: bytearray, h: ByteStreamStateHandle) -> None:
     out += _TAGS[BYTE_STREAM_STATE_HANDLE]
     write_utf(out, h.handle_name, "byte-stream handle name")
-    out += pack_int(len(h.data))
-    out += h.data
+    out += pack_int(len(h.view))
+    out += h.view
 
 
 def _relative_file(out: bytearray, h: RelativeFileStateHandle) -> None:

@@ -71,7 +71,7 @@ _MAX_DEPTH = 8  # nesting of stream handles (key-groups delegate) and changelog 
 class DeserializationContext:
     """Resolves relative paths against the snapshot directory, as Flink's context does."""
 
-    __slots__ = ("base", "fast_paths", "prefix")
+    __slots__ = ("_data", "_view", "base", "fast_paths", "prefix")
 
     def __init__(self, base: str | None, fast_paths: bool = True) -> None:
         self.base = base
@@ -79,6 +79,16 @@ class DeserializationContext:
         self.prefix = None if base is None else base.rstrip("/") + "/"
         # False: every byte is read by the per-version definitions alone (see fast_reader.py)
         self.fast_paths = fast_paths
+        self._data: bytes | None = None
+        self._view: memoryview | None = None
+
+    def view_of(self, data: bytes) -> memoryview:
+        """One read-only view of the file's bytes, made once per file: inline state handles keep slices
+        of it instead of copies of their bytes (`ByteStreamStateHandle.view`, issue 34)."""
+        if self._data is not data:
+            self._view = memoryview(data) if type(data) is bytes else memoryview(bytes(data))
+            self._data = data
+        return self._view  # type: ignore[return-value]
 
     def resolve(self, relative: str) -> str | None:
         prefix = self.prefix
@@ -105,7 +115,8 @@ def read_stream_handle(r: BoundedReader, ctx: DeserializationContext, depth: int
     if tag == BYTE_STREAM_STATE_HANDLE:
         name = r.read_utf("byte-stream handle name")
         n = r.read_count("inline state bytes", 1)
-        return ByteStreamStateHandle(name, r.read_bytes(n, "inline state bytes"))
+        start = r.skip(n, "inline state bytes")
+        return ByteStreamStateHandle(name, ctx.view_of(r.data)[start:start + n])
     if tag == FILE_STREAM_STATE_HANDLE:
         size = r.read_long("file state size")
         return FileStateHandle(r.read_utf("file path"), size)

@@ -48,17 +48,46 @@ EMPTY_KEY_GROUP_RANGE = KeyGroupRange(0, -1)
 
 
 # ---- stream (leaf) handles --------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+def _bytes_view(data: bytes | bytearray | memoryview) -> memoryview:
+    """A read-only view of immutable bytes: a view over a `bytes` object is kept, anything else copied once."""
+    if type(data) is memoryview and type(data.obj) is bytes and data.format == "B" and data.c_contiguous:
+        return data
+    return memoryview(bytes(data))
+
+
+@dataclass(frozen=True, slots=True, init=False, repr=False)
 class ByteStreamStateHandle:
-    """State bytes inline in `_metadata` (below the small-file threshold)."""
+    """State bytes inline in `_metadata` (below the small-file threshold).
+
+    The reader keeps `view`, a zero-copy view into the bytes of the whole `_metadata` file, not a copy:
+    copying every inline handle out of a 9 MB file page-faulted fresh memory for each parse and made
+    the reader's system time nearly half its CPU (docs/performance.md, issue 34). `data` gives the
+    bytes as a `bytes` object for a consumer that wants one (a copy, made only when asked); code that
+    only needs a prefix or to write the bytes back uses `view`. Equality and hash are those of
+    (name, bytes), as before; the handle pickles as (name, bytes).
+    """
 
     handle_name: str
-    data: bytes
+    view: memoryview
     kind = "ByteStreamStateHandle"
+
+    def __init__(self, handle_name: str, data: bytes | bytearray | memoryview) -> None:
+        object.__setattr__(self, "handle_name", handle_name)
+        object.__setattr__(self, "view", _bytes_view(data))
+
+    @property
+    def data(self) -> bytes:
+        return self.view.tobytes()
 
     @property
     def state_size(self) -> int:
-        return len(self.data)
+        return len(self.view)
+
+    def __repr__(self) -> str:
+        return f"ByteStreamStateHandle(handle_name={self.handle_name!r}, data={self.data!r})"
+
+    def __reduce__(self) -> tuple[type, tuple[str, bytes]]:
+        return ByteStreamStateHandle, (self.handle_name, self.data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,7 +466,7 @@ _new = object.__new__
     "has_state"))
 (_set_offsets, _set_mode) = _slot_setters(StateMetaInfo, ("offsets", "mode"))
 (_set_states, _set_delegate) = _slot_setters(OperatorStreamStateHandle, ("state_name_to_partition_offsets", "delegate"))
-(_set_handle_name, _set_data) = _slot_setters(ByteStreamStateHandle, ("handle_name", "data"))
+(_set_handle_name, _set_view) = _slot_setters(ByteStreamStateHandle, ("handle_name", "view"))
 (_set_operator_id, _set_name, _set_uid, _set_parallelism, _set_max_parallelism, _set_coordinator,
  _set_subtask_states, _set_fully_finished, _set_operator_size) = _slot_setters(OperatorState, (
     "operator_id", "name", "uid", "parallelism", "max_parallelism", "coordinator_state", "subtask_states",
@@ -461,11 +490,12 @@ def new_operator_stream_handle(states: dict[str, StateMetaInfo],
     return h
 
 
-def new_byte_stream_handle(handle_name: str, data: bytes) -> ByteStreamStateHandle:
-    """`ByteStreamStateHandle(handle_name, data)`: the usual delegate of operator state (inline bytes)."""
+def new_byte_stream_handle(handle_name: str, view: memoryview) -> ByteStreamStateHandle:
+    """`ByteStreamStateHandle(handle_name, view)` for the reader: `view` is a slice of the file's view
+    (a read-only view of `bytes`, what `ByteStreamStateHandle.__init__` would keep as it is)."""
     h = _new(ByteStreamStateHandle)
     _set_handle_name(h, handle_name)
-    _set_data(h, data)
+    _set_view(h, view)
     return h
 
 

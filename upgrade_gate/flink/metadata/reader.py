@@ -104,6 +104,10 @@ class BoundedReader:
                       f"only {self.end - self.pos} left", at)
         return n
 
+    def skip(self, n: int, what: str) -> int:
+        """Moves past `n` bytes that must be there; returns where they start (for a view of them)."""
+        return self._need(n, what)
+
     def read_bytes(self, n: int, what: str) -> bytes:
         pos = self._need(n, what)
         return self.data[pos:pos + n]

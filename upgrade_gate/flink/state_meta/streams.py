@@ -39,7 +39,7 @@ class StreamRef:
     """Where a stream's bytes are: inline `data`, or `path` (local path, file: or s3:// URI) from `start`."""
 
     source: str
-    data: bytes | None = None
+    data: bytes | memoryview | None = None  # inline: a view into the `_metadata` bytes (ByteStreamStateHandle.view)
     path: str | None = None
     start: int = 0
     size: int = -1  # -1: to the end of the file
@@ -62,7 +62,7 @@ def local_opener(ref: StreamRef, limit: int) -> tuple[bytes, bool]:
     """Inline bytes and local files; S3 objects need the storage layer's opener
     (`upgrade_gate.storage.state_files.state_stream_opener`)."""
     if ref.data is not None:
-        return ref.data[:limit], len(ref.data) <= limit
+        return bytes(ref.data[:limit]), len(ref.data) <= limit
     assert ref.path is not None
     if "://" in ref.path and not ref.path.startswith("file:"):
         raise StateFileError(f"{ref.path}: state file on remote storage; this reader was given no opener for it")
@@ -81,7 +81,7 @@ def stream_of(handle: object, metadata_source: str) -> StreamRef | None:
     if isinstance(handle, KeyGroupsStateHandle):  # a key-groups handle used as a stream: its delegate
         return stream_of(handle.delegate, metadata_source)
     if isinstance(handle, ByteStreamStateHandle):
-        return StreamRef(f"{metadata_source} (inline state {handle.handle_name})", data=handle.data)
+        return StreamRef(f"{metadata_source} (inline state {handle.handle_name})", data=handle.view)
     if isinstance(handle, (FileStateHandle, RelativeFileStateHandle)):
         return StreamRef(handle.path, path=handle.path)
     if isinstance(handle, SegmentFileStateHandle):
