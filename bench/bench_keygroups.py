@@ -77,8 +77,7 @@ def vectorised(keys: np.ndarray | list[str], key_type: str) -> tuple[np.ndarray,
         codes = vectorized.long_hash_codes(keys)
     else:
         codes = vectorized.string_hash_codes(keys)
-    groups = vectorized.key_groups(codes, MAX_PARALLELISM)
-    return groups, vectorized.operator_indexes(groups, MAX_PARALLELISM, PARALLELISM)
+    return vectorized.key_groups_and_operator_indexes(codes, MAX_PARALLELISM, PARALLELISM)
 
 
 def batched(keys: np.ndarray | list[str], key_type: str, batch: int) -> None:

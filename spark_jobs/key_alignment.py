@@ -99,8 +99,8 @@ def placement_partition(batches: Iterator[pa.RecordBatch], key_type: str, parall
 
     for batch in batches:
         key = batch.column("key")
-        groups = vectorized.key_groups(hash_codes(key, key_type), max_parallelism)
-        owner = vectorized.operator_indexes(groups, max_parallelism, parallelism)
+        groups, owner = vectorized.key_groups_and_operator_indexes(hash_codes(key, key_type), max_parallelism,
+                                                                   parallelism)
         reader = _readers(batch, parallelism, reader_from_split)
         unknown = reader < 0
         yield pa.RecordBatch.from_arrays(
@@ -250,8 +250,8 @@ def _reduce_sorted(batch: pa.RecordBatch, key_type: str, parallelism: int, max_p
     ends = np.append(starts[1:], n)
     lengths = ends - starts
     keys = key.take(pa.array(starts))
-    groups = vectorized.key_groups(hash_codes(keys, key_type), max_parallelism)
-    owner = vectorized.operator_indexes(groups, max_parallelism, parallelism)
+    groups, owner = vectorized.key_groups_and_operator_indexes(hash_codes(keys, key_type), max_parallelism,
+                                                               parallelism)
     reader = _readers(batch, parallelism, reader_from_split)
     known = reader >= 0
     misplaced = np.add.reduceat(((np.repeat(owner, lengths) != reader) & known).astype(np.int64), starts)
