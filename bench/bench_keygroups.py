@@ -71,12 +71,9 @@ def make_keys(key_type: str, n: int, seed: int) -> np.ndarray | list[str]:
 
 def vectorised(keys: np.ndarray | list[str], key_type: str) -> tuple[np.ndarray, np.ndarray]:
     """key_alignment's chain: hash codes -> key groups -> operator indexes."""
-    if key_type == "int":
-        codes = vectorized.int_hash_codes(keys)
-    elif key_type == "long":
-        codes = vectorized.long_hash_codes(keys)
-    else:
-        codes = vectorized.string_hash_codes(keys)
+    if key_type == "long":  # Long.hashCode inside the same blocks, as key_alignment.placements does
+        return vectorized.long_key_groups_and_operator_indexes(keys, MAX_PARALLELISM, PARALLELISM)
+    codes = vectorized.int_hash_codes(keys) if key_type == "int" else vectorized.string_hash_codes(keys)
     return vectorized.key_groups_and_operator_indexes(codes, MAX_PARALLELISM, PARALLELISM)
 
 

@@ -7,7 +7,7 @@ own vectors, so there is still one definition of each rule, checked twice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -218,17 +218,45 @@ def key_groups_and_operator_indexes(hash_codes: np.ndarray, max_parallelism: int
     What key alignment needs per batch: each block's key groups are turned into operator indexes
     while still in the cache, and no array-sized temporary is made (docs/performance.md)."""
     codes = np.ascontiguousarray(hash_codes, dtype=np.int32).reshape(-1)
-    groups = np.empty(codes.size, dtype=np.int32)
-    owners = np.empty(codes.size, dtype=np.int32)
-    h, t = _scratch(codes.size, _U32), _scratch(codes.size, _U32)
+    groups, owners = _place(codes.size, lambda lo, m: codes[lo:lo + m], max_parallelism, parallelism)
+    return groups.reshape(np.shape(hash_codes)), owners.reshape(np.shape(hash_codes))
+
+
+def long_key_groups_and_operator_indexes(values: np.ndarray, max_parallelism: int,
+                                         parallelism: int) -> tuple[np.ndarray, np.ndarray]:
+    """Key groups and operator indexes of Long keys, `Long.hashCode` computed block by block too.
+
+    The same as `key_groups_and_operator_indexes(long_hash_codes(values), ...)` without the array of
+    hash codes: on 10 M keys that is 40 MB less fresh memory to page-fault per call."""
+    longs = np.ascontiguousarray(values).astype(np.int64, copy=False).reshape(-1).view(np.uint64)
+    wide = _scratch(longs.size, np.uint64)
+    narrow = _scratch(longs.size, _U32)
+
+    def codes(lo: int, m: int) -> np.ndarray:
+        block = longs[lo:lo + m]
+        np.right_shift(block, np.uint64(32), out=wide[:m])
+        wide[:m] ^= block
+        np.copyto(narrow[:m], wide[:m], casting="unsafe")  # the low 32 bits: Java's (int) cast
+        return narrow[:m].view(np.int32)
+
+    groups, owners = _place(longs.size, codes, max_parallelism, parallelism)
+    return groups.reshape(np.shape(values)), owners.reshape(np.shape(values))
+
+
+def _place(n: int, codes_of: Callable[[int, int], np.ndarray], max_parallelism: int,
+           parallelism: int) -> tuple[np.ndarray, np.ndarray]:
+    """Block by block: hash codes (`codes_of(start, length)`) -> murmur -> key group ->
+    operator index, into two int32 arrays of n."""
+    groups = np.empty(n, dtype=np.int32)
+    owners = np.empty(n, dtype=np.int32)
+    h, t = _scratch(n, _U32), _scratch(n, _U32)
     with np.errstate(over="ignore"):
-        for lo in _blocks(codes.size):
-            m = min(_BLOCK, codes.size - lo)
-            murmur = _murmur_block(codes[lo:lo + m], h[:m], t[:m])
+        for lo in _blocks(n):
+            m = min(_BLOCK, n - lo)
+            murmur = _murmur_block(codes_of(lo, m), h[:m], t[:m])
             _key_group_block(murmur, max_parallelism, groups[lo:lo + m])
             _operator_index_block(groups[lo:lo + m], max_parallelism, parallelism, murmur, owners[lo:lo + m])
-    shape = np.shape(hash_codes)
-    return groups.reshape(shape), owners.reshape(shape)
+    return groups, owners
 
 
 def _key_group_block(murmur: np.ndarray, max_parallelism: int, out: np.ndarray) -> None:

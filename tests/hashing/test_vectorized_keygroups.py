@@ -6,7 +6,8 @@ by block (`key_groups_and_operator_indexes`). Expected values come from real Fli
 `KeyGroupRangeAssignment` (`tests/fixtures/flink/<release>/keygroups.json`); random keys (non-ASCII,
 surrogate pairs, empty strings, negative ints, Long.MIN_VALUE, block and chunk boundaries) must give the
 same codes on the compiled and the NumPy path and in the scalar core (`hashing.java_hash`,
-`hashing.keygroups`), which the Flink vectors pin down key by key. Memory is asserted too: the chain's
+`hashing.keygroups`), which the Flink vectors pin down key by key; long keys also through
+`long_key_groups_and_operator_indexes`, which hashes them inside the same blocks. Memory is asserted too: the chain's
 peak stays near its outputs instead of array-sized temporaries (docs/performance.md, "Key groups").
 """
 
@@ -80,6 +81,9 @@ def test_int_and_long_keys_agree_with_flink(release: str):
             assert owners.tolist() == [c["operator_index"][mp] for c in cases]
             assert vectorized.key_groups(codes, max_p).tolist() == groups.tolist()
             assert vectorized.operator_indexes(groups, max_p, p).tolist() == owners.tolist()
+            if kind == "Long":
+                fused = vectorized.long_key_groups_and_operator_indexes(np.array([c["value"] for c in cases]), max_p, p)
+                assert fused[0].tolist() == groups.tolist() and fused[1].tolist() == owners.tolist()
 
 
 def _random_strings(n: int, seed: int) -> list[str]:
@@ -146,6 +150,9 @@ def test_random_ints_and_longs_match_the_scalar_core(max_p: int, p: int):
         assert np.array_equal(groups, vectorized.key_groups(codes, max_p))
         assert np.array_equal(owners, vectorized.operator_indexes(groups, max_p, p))
         assert np.array_equal(owners, vectorized.operator_indexes(groups.astype(np.int64), max_p, p))
+        if java_type == "long":
+            fused = vectorized.long_key_groups_and_operator_indexes(keys, max_p, p)
+            assert np.array_equal(fused[0], groups) and np.array_equal(fused[1], owners)
         for i in sample.tolist():
             key = int(keys[i])
             assert groups[i] == assign_to_key_group(key, max_p, java_type), (java_type, key)
@@ -167,10 +174,11 @@ def test_peak_memory_stays_near_the_outputs():
     cache-sized scratch: codes, key groups and operator indexes, 4 bytes each per key."""
     n = 2_000_000
     longs = np.random.default_rng(1).integers(-(1 << 63), (1 << 63) - 1, size=n, dtype=np.int64)
-    outputs = 3 * 4 * n
     peak = _peak_bytes(lambda: vectorized.key_groups_and_operator_indexes(vectorized.long_hash_codes(longs),
                                                                           4096, 1000))
-    assert peak < outputs + (2 << 20), peak
+    assert peak < 3 * 4 * n + (2 << 20), peak  # codes, key groups, operator indexes
+    peak = _peak_bytes(lambda: vectorized.long_key_groups_and_operator_indexes(longs, 4096, 1000))
+    assert peak < 2 * 4 * n + (2 << 20), peak  # key groups and operator indexes only
     strings = pa.array(_random_strings(200_000, seed=7))
     for compiled in PATHS:
         peak = _peak_bytes(lambda c=compiled: vectorized.key_groups_and_operator_indexes(
