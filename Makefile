@@ -28,7 +28,7 @@ help:
 	@echo "make fixtures - regenerate the committed fixtures from real Flink 1.20.5, 2.0.2 and 2.3.0"
 	@echo "make fuzz   - the long fuzz runs: _metadata, graph specs (100,000 inputs), state meta; the full upgrade fault matrix"
 
-$(VENV)/.installed: requirements.txt pyproject.toml setup.py hashing/_fastids.c upgrade_gate/flink/metadata/_fastsubtasks.c
+$(VENV)/.installed: requirements.txt pyproject.toml setup.py hashing/_fastids.c upgrade_gate/flink/metadata/_fastsubtasks.c hashing/_javastrings.c
 	@test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q -c requirements.txt $(CORE_PKGS)
 	$(VPY) -m pip install -q --no-deps -e .
@@ -36,7 +36,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml setup.py hashing/_fastids.c 
 
 venv: $(VENV)/.installed
 
-$(AF_VENV)/.installed: requirements.txt pyproject.toml setup.py hashing/_fastids.c upgrade_gate/flink/metadata/_fastsubtasks.c
+$(AF_VENV)/.installed: requirements.txt pyproject.toml setup.py hashing/_fastids.c upgrade_gate/flink/metadata/_fastsubtasks.c hashing/_javastrings.c
 	@test -x $(AF_PY) || $(PY) -m venv $(AF_VENV)
 	$(AF_PY) -m pip install -q -c requirements.txt $(AIRFLOW_PKGS)
 	$(AF_PY) -m pip install -q --no-deps -e .

@@ -13,57 +13,25 @@ is importable: one C call per graph gives the chainable edges and the V2 and/or 
 Python functions below are the reference it was ported from and the fallback when no compiler
 was available; tests/hashing/test_fastids.py checks both agree on every fixture and on random
 graphs (docs/performance.md, "Operator IDs"). Spark executors on a cluster get our code as a zip, which
-cannot hold the extension: they load the file the driver shipped beside it (`_shipped_extension`).
+cannot hold the extension: they load the file the driver shipped beside it
+(`hashing.shipped_extensions`).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 from collections import deque
-from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader
-from importlib.util import module_from_spec, spec_from_file_location
-from types import ModuleType
 
 from hashing.chaining import chainable_out_edge_counts
 from hashing.errors import FlinkError
 from hashing.graph import ChainingStrategy, ExchangeMode, Factory, Partitioner, StreamEdge, StreamGraph, StreamNode
 from hashing.murmur import traverse_id_hash, uid_hash
-
-
-def _shipped_extension() -> ModuleType | None:
-    """`hashing._fastids` from the files Spark shipped to this executor (`SparkFiles`), or None.
-
-    On a cluster master our packages reach executors as a zip (`spark_jobs.common`, `addPyFile`), and
-    a compiled extension cannot be imported from a zip; the driver ships the built file beside it
-    with `addFile`. It is loaded only inside a Spark Python worker, only if its name carries one of
-    this interpreter's extension suffixes (same Python version and platform ABI), and any failure
-    leaves the Python rules in charge: a fallback must never stop a job."""
-    files = sys.modules.get("pyspark.files")  # never import pyspark here: the CLI and tests do not need it
-    if files is None or not getattr(files.SparkFiles, "_is_running_on_worker", False):
-        return None
-    try:
-        root = files.SparkFiles.getRootDirectory()
-        for suffix in EXTENSION_SUFFIXES:
-            path = os.path.join(root, "_fastids" + suffix)
-            if os.path.isfile(path):
-                spec = spec_from_file_location("hashing._fastids", path,
-                                               loader=ExtensionFileLoader("hashing._fastids", path))
-                if spec is None or spec.loader is None:
-                    return None
-                module = module_from_spec(spec)
-                spec.loader.exec_module(module)
-                return module
-    except (ImportError, OSError):  # another libc, a truncated copy...: the Python rules do the work
-        return None
-    return None
-
+from hashing.shipped_extensions import load_shipped
 
 try:
     from hashing import _fastids
 except ImportError:  # built without a C compiler, or our packages came as a zip: maybe Spark shipped the file
-    _fastids = _shipped_extension()
+    _fastids = load_shipped("_fastids")
 if _fastids is not None:
     _fastids.configure((ChainingStrategy.NEVER, ChainingStrategy.HEAD, ChainingStrategy.HEAD_WITH_SOURCES,
                         Partitioner.FORWARD, Partitioner.FORWARD_FOR_CONSECUTIVE_HASH, ExchangeMode.BATCH,

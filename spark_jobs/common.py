@@ -158,22 +158,31 @@ def _ship_packages(spark: SparkSession) -> None:
             for path in sorted((REPO / pkg).rglob("*.py")):
                 zf.write(path, path.relative_to(REPO).as_posix())
     spark.sparkContext.addPyFile(str(target))
-    # a compiled extension cannot be imported from a zip: ship the built hasher as a file of its own, which
-    # `hashing.hashers` loads from SparkFiles when the interpreter's ABI matches (else the Python rules run)
-    extension = compiled_hasher_file()
-    if extension is not None:
-        spark.sparkContext.addFile(str(extension))
+    # a compiled extension cannot be imported from a zip: ship each built one as a file of its own, which
+    # `hashing.shipped_extensions` loads from SparkFiles when the interpreter's ABI matches (else Python/NumPy run)
+    for name in COMPILED_EXTENSIONS:
+        extension = compiled_extension_file(name)
+        if extension is not None:
+            spark.sparkContext.addFile(str(extension))
+
+
+COMPILED_EXTENSIONS = ("_fastids", "_javastrings")  # the hasher; String.hashCode for key_alignment
+
+
+def compiled_extension_file(name: str) -> Path | None:
+    """The built `hashing.<name>` extension of this interpreter (`pip install -e .`), or None."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    for suffix in EXTENSION_SUFFIXES:
+        path = REPO / "hashing" / f"{name}{suffix}"
+        if path.is_file():
+            return path
+    return None
 
 
 def compiled_hasher_file() -> Path | None:
     """The built `hashing._fastids` extension of this interpreter (`pip install -e .`), or None."""
-    from importlib.machinery import EXTENSION_SUFFIXES
-
-    for suffix in EXTENSION_SUFFIXES:
-        path = REPO / "hashing" / f"_fastids{suffix}"
-        if path.is_file():
-            return path
-    return None
+    return compiled_extension_file("_fastids")
 
 
 # ---- which hasher the executors ran -------------------------------------------------------

@@ -67,6 +67,17 @@ def hash_codes(values: pa.Array, key_type: str) -> np.ndarray:
     return vectorized.string_hash_codes(values)  # read from the Arrow array's UTF-8 buffers, no Python strings
 
 
+def key_placements(values: pa.Array, key_type: str, max_parallelism: int,
+                   parallelism: int) -> tuple[np.ndarray, np.ndarray]:
+    """(key group, owning subtask) of every key, int32, by the core's vectorised rules in one pass per block."""
+    from hashing import vectorized
+
+    if key_type == "long":  # Long.hashCode inside the same blocks: no array of hash codes
+        return vectorized.long_key_groups_and_operator_indexes(values.to_numpy(zero_copy_only=False),
+                                                               max_parallelism, parallelism)
+    return vectorized.key_groups_and_operator_indexes(hash_codes(values, key_type), max_parallelism, parallelism)
+
+
 def _readers(batch: pa.RecordBatch, parallelism: int, reader_from_split: bool) -> np.ndarray:
     """The subtask reading each row (int64): `split % parallelism` (NumPy's, never negative), or the reader column.
 
@@ -95,12 +106,10 @@ def placement_partition(batches: Iterator[pa.RecordBatch], key_type: str, parall
     import numpy as np
     import pyarrow as pa
 
-    from hashing import vectorized
 
     for batch in batches:
         key = batch.column("key")
-        groups = vectorized.key_groups(hash_codes(key, key_type), max_parallelism)
-        owner = vectorized.operator_indexes(groups, max_parallelism, parallelism)
+        groups, owner = key_placements(key, key_type, max_parallelism, parallelism)
         reader = _readers(batch, parallelism, reader_from_split)
         unknown = reader < 0
         yield pa.RecordBatch.from_arrays(
@@ -236,7 +245,6 @@ def _reduce_sorted(batch: pa.RecordBatch, key_type: str, parallelism: int, max_p
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from hashing import vectorized
 
     n = batch.num_rows
     key, split = batch.column("key"), batch.column("split")
@@ -250,8 +258,7 @@ def _reduce_sorted(batch: pa.RecordBatch, key_type: str, parallelism: int, max_p
     ends = np.append(starts[1:], n)
     lengths = ends - starts
     keys = key.take(pa.array(starts))
-    groups = vectorized.key_groups(hash_codes(keys, key_type), max_parallelism)
-    owner = vectorized.operator_indexes(groups, max_parallelism, parallelism)
+    groups, owner = key_placements(keys, key_type, max_parallelism, parallelism)
     reader = _readers(batch, parallelism, reader_from_split)
     known = reader >= 0
     misplaced = np.add.reduceat(((np.repeat(owner, lengths) != reader) & known).astype(np.int64), starts)
