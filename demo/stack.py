@@ -291,6 +291,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# one slot more than the fleet scan may hold (its `max_active_tasks`): a manual gate never waits for a Spark job
+STANDALONE_PARALLELISM = 3
+
+
 def start_standalone(stack: Stack, timeout: float = 240) -> Standalone:
     """`airflow standalone` on 127.0.0.1 with low parallelism and a generated admin password.
 
@@ -307,7 +311,7 @@ def start_standalone(stack: Stack, timeout: float = 240) -> Standalone:
     url = f"http://127.0.0.1:{port}"
     stack.env.update({
         "AIRFLOW__API__HOST": "127.0.0.1", "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__BASE_URL": url,
-        "AIRFLOW__API__WORKERS": "1", "AIRFLOW__CORE__PARALLELISM": "2",
+        "AIRFLOW__API__WORKERS": "1", "AIRFLOW__CORE__PARALLELISM": str(STANDALONE_PARALLELISM),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "gate-admin:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(pw_file),
         # the DAG files do not change while the stack runs: re-parsing them every few seconds competed with
