@@ -45,8 +45,9 @@ REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / ".work" / "bench" / "airflow-gate.jsonl"
 DAG = "flink_upgrade_gate"
 SECTION_CHECK = "Check: which upgrade to judge"
-# the run notes of flink_gate.outcome, with a real report link (the DAG's docs quote them with "report: …")
-NOTE = re.compile(r"(?:SAFE: |BLOCKED: |PASSED \().*report: http\S+|FAILED, no verdict: [a-z_]+ failed.*")
+# the run notes of flink_gate.outcome, as the UI test reads them on the run page
+NOTE = re.compile(r"SAFE: the upgrade may proceed|BLOCKED: [A-Z_]+, [\d.]+ (?:B|KiB|MiB|GiB) at risk — report:"
+                  r"|PASSED \(.{0,300}?report:|FAILED, no verdict: [a-z_]+ failed", re.DOTALL)
 CRASH_NOTE = "FAILED, no verdict"
 ENDED = ("success", "failed")
 GOAL_CLICK_S = 20.0
