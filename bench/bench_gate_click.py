@@ -11,8 +11,9 @@ run ends. The page is polled as it is; if its own refresh has not shown the note
 Cases (runs are sequential):
 * graph-SAFE: orders-enrichment, its graph spec by URI (the cold run is one of these);
 * graph-blocked: fraud-scoring, STATE_MISROUTED;
-* jar-SAFE: the counter job's v2-compatible jar (tests/upgrade_jobs.py) exported by real Flink at parallelism
-  2 in the `check` task, against a savepoint real Flink took of v1 at parallelism 2 (made once per benchmark
+* jar-SAFE: the counter job's v2-compatible jar (tests/upgrade_jobs.py) exported by real Flink in the `check`
+  task (the form's parallelism is left at its default: its number field has no element id to fill),
+  against a savepoint real Flink took of v1 at parallelism 2 (made once per benchmark
   on a Flink standalone cluster, before Airflow starts).
 
 Reported: the first run after the stack came up (cold: a fresh worker sets up its DAG bundle) apart from the
@@ -66,7 +67,7 @@ def form_fields(stack: Any, case: str, jar_inputs: dict[str, str] | None) -> dic
     if case == "jar-SAFE" and jar_inputs:
         return {"element_job_name": jar_inputs["job"], "element_savepoint_root": jar_inputs["savepoint_root"],
                 "element_graph": "jar", "element_jar": jar_inputs["jar"],
-                "element_main_class": jar_inputs["main_class"], "element_parallelism": "2"}
+                "element_main_class": jar_inputs["main_class"]}
     raise ValueError(f"unknown case {case!r}")
 
 
