@@ -98,6 +98,7 @@ bench: flink $(AF_VENV)/.installed bytecode
 	$(VPY) -m bench.bench_spark --only fleet --jobs 100000 --configs 2,gate
 	$(VPY) -m bench.bench_cluster --jobs 1000
 	$(AF_PY) -m bench.bench_airflow_gate
+	$(AF_PY) -m bench.bench_gate_click
 
 # the long fuzz runs over real savepoints and hostile graph files (make test runs bounded ones);
 # report in .work/fuzz-report.jsonl

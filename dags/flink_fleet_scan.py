@@ -42,6 +42,10 @@ SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "768m", "spark
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
+    # at most two of its three parallel Spark tasks at once: a running task holds its executor slot until it ends
+    # (priority only orders the queue), so with parallelism >= 3 a manual gate always finds a free slot instead of
+    # waiting for a Spark job (docs/guide.md, "Sharing Airflow with the fleet scan")
+    max_active_tasks=2,
     tags=["flink", "upgrade-gate"],
     description="Daily: every job of the fleet against its newest savepoint (Spark); a report per job, an "
                 "alert per blocked job, the count of blocked jobs in the run note",

@@ -7,13 +7,11 @@ lists a prefix from Airflow's triggerer and fires once per object newly written 
 * the fleet catalogue (Airflow Variable `upgrade_gate_catalogue`): `<job>.json` / `.yaml` directly under it;
 * the savepoint root (Variable `upgrade_gate_savepoint_root`): `<job>/<savepoint-…>/_metadata`.
 
-    landed_jobs ── gate_job[job] (mapped: one per job that landed)
-                     fetch_savepoint ─┐
-                     fetch_graph ── compute_operator_ids ── simulate_restore ── gate
+    landed_jobs ── gate_job[job] (mapped: one per job that landed): check ── gate
 
 `landed_jobs` maps each landed key to its job by the bucket layout (`flink_gate.landing`); each job is then
-checked by the very steps of `flink_upgrade_gate` (`flink_gate.steps`, `FlinkUpgradeGateOperator`), check
-only: same verdict, report, alert and note ("BLOCKED: STATE_MISROUTED, … — report: …") as the manual gate. It
+checked by the very tasks of `flink_upgrade_gate` (`flink_gate.steps.check`, `FlinkUpgradeGateOperator`),
+check only: same verdict, report, alert and note ("BLOCKED: STATE_MISROUTED, … — report: …") as the manual gate. It
 never upgrades: a person does that from `flink_upgrade_gate`. The prefixes are read when the file is parsed;
 with neither Variable set the DAG has no schedule and runs only when triggered with `landed` URIs.
 """
@@ -114,30 +112,13 @@ def flink_gate_on_landing() -> None:
         return jobs
 
     @task
-    def fetch_savepoint(landing: dict[str, Any], **context) -> dict:
+    def check(landing: dict[str, Any], **context) -> dict:
         with fail_once_on_bad_input():
-            return steps.fetch_savepoint(_for_job(context, landing))
-
-    @task
-    def fetch_graph(landing: dict[str, Any], **context) -> dict:
-        with fail_once_on_bad_input():
-            return steps.fetch_graph(_for_job(context, landing))
-
-    @task
-    def compute_operator_ids(landing: dict[str, Any], graph: dict, **context) -> dict:
-        with fail_once_on_bad_input():
-            return steps.compute_operator_ids(_for_job(context, landing), graph)
-
-    @task
-    def simulate_restore(landing: dict[str, Any], savepoint: dict, graph: dict, ids: dict, **context) -> dict:
-        with fail_once_on_bad_input():
-            return steps.simulate_restore(_for_job(context, landing), savepoint, graph, ids)
+            return steps.check(_for_job(context, landing))
 
     @task_group
     def gate_job(landing: dict[str, Any]) -> None:
-        graph = fetch_graph(landing)
-        simulated = simulate_restore(landing, fetch_savepoint(landing), graph, compute_operator_ids(landing, graph))
-        FlinkUpgradeGateOperator(task_id="gate", check=simulated, notifiers=notifiers())
+        FlinkUpgradeGateOperator(task_id="gate", check=check(landing), notifiers=notifiers())
 
     gate_job.expand(landing=landed_jobs())
 

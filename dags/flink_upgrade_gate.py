@@ -3,16 +3,18 @@
 Manual (`schedule=None`), triggered from the Airflow UI's form. Wiring only; the steps live in
 `plugins/flink_gate/steps.py` and every Flink rule in the core.
 
-    fetch_savepoint ─┐
-    fetch_graph ── compute_operator_ids ── simulate_restore ── gate ── decide
-                                                                              ├─ approve (HITL) ─┐
-                                                                              └─ no_approval_needed ┴─ upgrade ── verify
+    check ── gate ── decide ─┬─ approve (HITL) ─────┬─ upgrade ── verify
+                             └─ no_approval_needed ─┘
+
+`check` fetches the savepoint and the new graph (a jar is exported by real Flink), computes the operator IDs,
+simulates the restore and publishes the report in one task: as five tasks, Airflow's task start-up was most of
+the wait for a verdict (docs/performance.md, "Gate: trigger to verdict").
 
 A blocked upgrade is not a done one: `gate` alerts, then *fails* (never retried), nothing after it runs and
 the run ends failed, with the note "BLOCKED: STATE_MISROUTED, 4.8 KiB at risk — report: …" on the gate task
 and the run (written by the plugin's listener). A crash fails another task and its run is noted "FAILED, no
 verdict: <task> failed". SAFE is green. Bad input (no graph, a savepoint path that names nothing, a
-malformed spec) fails its task once, without retries; storage timeouts and 5xx keep their retries.
+malformed spec) fails `check` once, without retries; storage timeouts and 5xx keep their retries.
 """
 
 from __future__ import annotations
@@ -116,24 +118,9 @@ PARAMS = in_section(CHECK, {
 )
 def flink_upgrade_gate() -> None:
     @task
-    def fetch_savepoint(**context) -> dict:
+    def check(**context) -> dict:
         with fail_once_on_bad_input():
-            return steps.fetch_savepoint(context)
-
-    @task
-    def fetch_graph(**context) -> dict:
-        with fail_once_on_bad_input():
-            return steps.fetch_graph(context)
-
-    @task
-    def compute_operator_ids(graph: dict, **context) -> dict:
-        with fail_once_on_bad_input():
-            return steps.compute_operator_ids(context, graph)
-
-    @task
-    def simulate_restore(savepoint: dict, graph: dict, ids: dict, **context) -> dict:
-        with fail_once_on_bad_input():
-            return steps.simulate_restore(context, savepoint, graph, ids)
+            return steps.check(context)
 
     @task.branch
     def decide(**context) -> list[str] | None:
@@ -148,15 +135,12 @@ def flink_upgrade_gate() -> None:
     def verify(upgraded: dict, **context) -> dict:
         return steps.verify(context, upgraded)
 
-    savepoint = fetch_savepoint()
-    graph = fetch_graph()
-    simulated = simulate_restore(savepoint, graph, compute_operator_ids(graph))
-    gate = FlinkUpgradeGateOperator(task_id="gate", check=simulated, notifiers=notifiers())
+    gate = FlinkUpgradeGateOperator(task_id="gate", check=check(), notifiers=notifiers())
     approve = ApprovalOperator(
         task_id="approve",
         subject="Upgrade Flink job {{ params.job_name }}?",
         body="{{ ti.xcom_pull(task_ids='gate')['approval'] }} Report: "
-             "{{ ti.xcom_pull(task_ids='simulate_restore')['report_url'] }}",
+             "{{ ti.xcom_pull(task_ids='check')['report_url'] }}",
         response_timeout=timedelta(hours=24),
         on_success_callback=steps.approval_note,  # "REJECTED by <who> at <when>" on the run
     )

@@ -291,7 +291,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_standalone(stack: Stack, timeout: float = 240, parallelism: int = 2) -> Standalone:
+# one slot more than the fleet scan may hold (its `max_active_tasks`): a manual gate never waits for a Spark job
+STANDALONE_PARALLELISM = 3
+
+
+def start_standalone(stack: Stack, timeout: float = 240, parallelism: int = STANDALONE_PARALLELISM) -> Standalone:
     """`airflow standalone` on 127.0.0.1 with low parallelism (`parallelism` worker slots: tasks running at once;
     a deferred task holds none) and a generated admin password.
 

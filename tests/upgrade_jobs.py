@@ -89,6 +89,46 @@ def job_graphs(jars: dict[str, Path], variants: tuple[str, ...] | None = None) -
     return out
 
 
+def savepoint_of_v1(dest: Path, *, parallelism: int = 2, workdir_name: str = "v1-savepoint") -> Path:
+    """Run v1 on a real Flink 2.3 standalone cluster at `parallelism` until every key has counted (state in every
+    subtask), take one savepoint under `<savepoints>/ugate-counter/`, stop the cluster and copy the savepoint
+    folder to `dest/savepoints` (returned). The gate reads only files, so nothing needs the cluster afterwards.
+
+    Runs in the Airflow environment: it drives the cluster through the plugin's `FlinkRestHook`."""
+    import json
+    import os
+    import time
+
+    from flink_gate.hooks.flink_rest import FlinkRestHook
+
+    from flink_bridge.cluster import FlinkCluster, default_workdir
+
+    jars = build_jobs("2.3")
+    workdir = default_workdir(workdir_name)
+    shutil.rmtree(workdir, ignore_errors=True)
+    cluster = FlinkCluster(workdir).start()
+    host, port = cluster.rest_url.removeprefix("http://").split(":")
+    conn = "AIRFLOW_CONN_FLINK_V1_SAVEPOINT"
+    os.environ[conn] = json.dumps({"conn_type": "http", "host": host, "port": int(port), "schema": "http"})
+    try:
+        hook = FlinkRestHook("flink_v1_savepoint", retries=2)
+        job_id = hook.run_jar(hook.upload_jar(jars["v1"]), parallelism=parallelism)
+        hook.wait_until_restored(job_id, timeout=120)
+        deadline = time.monotonic() + 90
+        while len(getattr(parse_output(cluster.read_taskmanager_out()).get(job_id), "counts", {})) < 8:
+            if time.monotonic() > deadline:  # every key counted: state in every subtask
+                raise RuntimeError(f"v1 did not count every key in 90 s:\n{cluster.log_tail(2000)}")
+            time.sleep(0.5)
+        trigger = hook.trigger_savepoint(job_id, f"{cluster.savepoint_uri}/{JOB_NAME}")
+        hook.wait_for_savepoint(job_id, trigger, timeout=120)
+        hook.cancel(job_id)
+        shutil.copytree(cluster.savepoint_dir, dest / "savepoints")
+    finally:
+        os.environ.pop(conn, None)
+        cluster.stop()
+    return dest / "savepoints"
+
+
 _COUNT = re.compile(r"UGATE variant=(?P<variant>\S+) job=(?P<job>[0-9a-f]{32}) key=(?P<key>\S+) count=(?P<count>\d+)")
 _INIT = re.compile(r"UGATE-INIT variant=(?P<variant>\S+) job=(?P<job>[0-9a-f]{32}) op=(?P<op>\S+) "
                    r"subtask=(?P<subtask>\d+) restored=(?P<restored>true|false) seen=(?P<seen>\d+)")

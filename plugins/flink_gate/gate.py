@@ -82,7 +82,7 @@ def _resolved(spec: str, client: Any | None) -> str:
 
 
 def savepoint_summary(metadata: Any, source: str) -> dict[str, Any]:
-    """What the fetch task hands on (small, JSON): which `_metadata`, and how much state it holds."""
+    """What the check task logs of the savepoint it read: which `_metadata`, and how much state it holds."""
     ops = metadata.operator_states
     return {
         "metadata_uri": source,

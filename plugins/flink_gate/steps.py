@@ -1,7 +1,12 @@
 """Bodies of the `flink_upgrade_gate` tasks; the DAG file only wires them.
 
-Checking is idempotent: fetch pins the exact `_metadata` object ("latest" is resolved once, and
-later steps read that object); work files and the published report are replaced atomically,
+The whole check is one task (`check`): fetch the savepoint and the new graph (a jar is exported by
+real Flink), compute the operator IDs, simulate the restore and publish the report, in one process.
+As five tasks each step paid an Airflow task start-up (3–23 s) for under a second of work
+(docs/performance.md, "Gate: trigger to verdict"); the steps stay separate functions here.
+
+Checking is idempotent: the fetch pins the exact `_metadata` object ("latest" is resolved once, and
+the simulation reads that object); work files and the published report are replaced atomically,
 keyed by job and run id.
 
 The upgrade task runs the crash-safe upgrade of `upgrade_machine.py` (with the way back of `rollback.py`).
@@ -12,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import shutil
+import time
 from typing import Any
 
 from flink_gate import gate, job_export, upgrade_records
@@ -48,17 +54,40 @@ def _catalogue() -> str:
     return str(Variable.get("upgrade_gate_catalogue", default="") or "")
 
 
+# ---- the check task ----------------------------------------------------------------------
+def check(context: Any) -> dict[str, Any]:
+    """The `check` task: savepoint, graph, operator IDs, simulated restore and report, in one process.
+
+    Returns only what later tasks read: the `gate` operator's input (verdict, the lean check, the report URL);
+    the approval's body pulls `report_url` from it. The savepoint comes first: a path that names nothing fails
+    before a jar export starts a JVM."""
+    timings: dict[str, float] = {}
+
+    def timed(name: str, step: Any, *args: Any) -> Any:
+        start = time.monotonic()
+        out = step(context, *args)
+        timings[name] = round(time.monotonic() - start, 2)
+        return out
+
+    savepoint = timed("savepoint", fetch_savepoint)
+    graph = timed("graph", fetch_graph)
+    ids = timed("operator ids", compute_operator_ids, graph)
+    result = timed("restore + report", simulate_restore, savepoint, graph, ids)
+    log.info("%s: verdict %s; seconds per step: %s", result["job"], result["verdict"], timings)
+    return result
+
+
 # ---- fetch --------------------------------------------------------------------------------
-def fetch_savepoint(context: Any) -> dict[str, Any]:
-    """Find and parse the savepoint's `_metadata`; hand on the exact object and its size."""
+def fetch_savepoint(context: Any) -> tuple[Any, str]:
+    """Find and parse the savepoint's `_metadata`: the parsed metadata and the exact object it was read from
+    (the simulation reads that one, never "latest" again)."""
     p = _params(context)
     hook = SavepointStorageHook(p.get("aws_conn_id") or None)
     uri = gate.savepoint_location(p["savepoint"], p["job_name"], _savepoint_root(p))
     # "latest" named the job's own folder: its savepoints may carry several JobIDs and are still one job
     metadata, source = hook.load_savepoint(uri, job_folder=uri != (p["savepoint"] or "").strip())
-    summary = gate.savepoint_summary(metadata, source)
-    summary["requested"] = uri
-    return summary
+    log.info("savepoint %s (asked for %s): %s", source, uri, gate.savepoint_summary(metadata, source))
+    return metadata, source
 
 
 def fetch_graph(context: Any) -> dict[str, Any]:
@@ -107,14 +136,15 @@ def compute_operator_ids(context: Any, graph: dict[str, Any]) -> dict[str, Any]:
                      "restores_by": r.restores_by} for r in rows]}
 
 
-def simulate_restore(context: Any, savepoint: dict[str, Any], graph: dict[str, Any],
+def simulate_restore(context: Any, savepoint: tuple[Any, str], graph: dict[str, Any],
                      ids: dict[str, Any]) -> dict[str, Any]:
-    """Run the core's restore simulation, publish the report, return the verdict for the gate."""
+    """Run the core's restore simulation on the fetched savepoint, publish the report, return the verdict for
+    the gate."""
     p = _params(context)
     ti = context["ti"]
     job = p["job_name"]
     hook = SavepointStorageHook(p.get("aws_conn_id") or None)
-    metadata, source = hook.load_savepoint(savepoint["metadata_uri"])
+    metadata, source = savepoint
     client = hook.s3_client if hook.is_s3(metadata.source or "") else None
     loaded = read_graph(graph["graph_path"])  # once: the check and the repair offer share it
     result = gate.run_check(metadata, loaded, hasher=p["hasher"], matching=p["matching"],

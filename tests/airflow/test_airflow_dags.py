@@ -50,6 +50,7 @@ bag = DagBag()
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids),
                   "tasks": {d: sorted(t.task_id for t in bag.dags[d].tasks) for d in bag.dag_ids},
                   "descriptions": {d: bag.dags[d].description for d in bag.dag_ids},
+                  "max_active_tasks": {d: bag.dags[d].max_active_tasks for d in bag.dag_ids},
                   "weights": {d: sorted({(t.priority_weight, str(getattr(t.weight_rule, "value", t.weight_rule)))
                                     for t in bag.dags[d].tasks}) for d in bag.dag_ids},
                   "sections": {d: {k: p.schema.get("section") for k, p in bag.dags[d].params.items()}
@@ -82,10 +83,15 @@ def test_dagbag_has_no_import_errors(stack):
     # (absolute 100 against the scan's downstream sums: 1 per task, a handful of tasks)
     assert {tuple(w) for w in bag["weights"][GATE_DAG]} == {(100, "absolute")}, bag["weights"]
     assert all(w[0] == 1 and w[1] == "downstream" for w in bag["weights"]["flink_fleet_scan"]), bag["weights"]
+    # and a running Spark task is never pre-empted: the scan holds fewer slots than either embedded stack has
+    from demo.stack import STANDALONE_PARALLELISM
+
+    slots = min(int(stack.env["AIRFLOW__CORE__PARALLELISM"]), STANDALONE_PARALLELISM)
+    assert bag["max_active_tasks"]["flink_fleet_scan"] < slots, (bag["max_active_tasks"], slots)
     assert bag["links"][GATE_DAG]["gate"] == ["Upgrade report"]
     assert bag["links"]["flink_fleet_scan"]["summary"] == ["Upgrade report"]
-    assert bag["tasks"][GATE_DAG] == sorted(["fetch_savepoint", "fetch_graph", "compute_operator_ids",
-                                             "simulate_restore", "gate", "decide", "approve", "no_approval_needed",
+    # the whole check is one task: one task start-up before the verdict, not five
+    assert bag["tasks"][GATE_DAG] == sorted(["check", "gate", "decide", "approve", "no_approval_needed",
                                              "upgrade", "verify"])
 
 
@@ -101,7 +107,7 @@ def test_safe_upgrade_passes_without_alert(stack, gate_runs):
     assert expected_verdict("orders-enrichment") == "SAFE"
     run = gate_runs["orders-enrichment"]
     assert run["state"] == "success", run["output"][-3000:]
-    for task in ("fetch_savepoint", "fetch_graph", "compute_operator_ids", "simulate_restore", "gate", "decide"):
+    for task in ("check", "gate", "decide"):
         assert run["tasks"][task] == "success", (task, run["tasks"])
     for task in CHECK_ONLY_SKIPPED:
         assert run["tasks"][task] == "skipped", (task, run["tasks"])
@@ -123,8 +129,7 @@ def _assert_blocked(run, job, verdict, stack):
     # blocked is not done: the run is failed (red wherever runs are counted), the gate is the failed task,
     # nothing after it ran; the note below tells it from a crash
     assert run["state"] == "failed", run["output"][-3000:]
-    for task in ("fetch_savepoint", "fetch_graph", "compute_operator_ids", "simulate_restore"):
-        assert run["tasks"][task] == "success", (task, run["tasks"])
+    assert run["tasks"]["check"] == "success", run["tasks"]
     assert run["tasks"]["gate"] == "failed"
     for task in BLOCKED_DOWNSTREAM:
         assert run["tasks"][task] == "upstream_failed", (task, run["tasks"])
@@ -275,10 +280,10 @@ def test_bad_input_fails_once_and_stays_red(stack):
     missing = "s3://flink-graphs/no-such-job/graph.json"
     state, tasks, output = stack.dags_test(GATE_DAG, gate_conf(stack, "orders-enrichment", graph=missing))
     assert state == "failed", output[-3000:]
-    assert tasks["fetch_graph"] == "failed" and tasks["gate"] == "upstream_failed", tasks
+    assert tasks["check"] == "failed" and tasks["gate"] == "upstream_failed", tasks
     assert f"{missing}: no such object" in output
     with sqlite3.connect(stack.home / "airflow.db") as db:
-        tries = db.execute("select try_number from task_instance where dag_id=? and task_id='fetch_graph' "
+        tries = db.execute("select try_number from task_instance where dag_id=? and task_id='check' "
                            "order by rowid desc limit 1", (GATE_DAG,)).fetchone()[0]
     assert tries == 1  # failed once: the same input would fail the same way on every retry
     assert stack.receiver.received[before:] == []
@@ -287,7 +292,7 @@ def test_bad_input_fails_once_and_stays_red(stack):
         run_id = db.execute("select run_id from dag_run where dag_id=? order by id desc limit 1",
                             (GATE_DAG,)).fetchone()[0]
     run_note, _ = notes(stack, GATE_DAG, run_id)
-    assert run_note and run_note.startswith("FAILED, no verdict: fetch_graph failed"), run_note
+    assert run_note and run_note.startswith("FAILED, no verdict: check failed"), run_note
 
 
 def test_the_form_refuses_a_run_without_a_graph(stack):

@@ -8,8 +8,8 @@ Chromium driven by Selenium. Three runs of `flink_upgrade_gate` side by side:
   one: the run is failed, the failed task is the gate, and the note "BLOCKED: STATE_MISROUTED, 4.8 KiB at
   risk — report: …" says why; the gate's "Upgrade report" extra link opens the report;
 * SAFE (orders-enrichment, through the REST API): a green run and gate with the SAFE note;
-* crashed (a graph that does not exist): a red failed `fetch_graph`, tried once, a failed run, and the note
-  "FAILED, no verdict: fetch_graph failed …" that tells it from a blocked one.
+* crashed (a graph that does not exist): a red failed `check`, tried once, a failed run, and the note
+  "FAILED, no verdict: check failed …" that tells it from a blocked one.
 
 The runs list and the DAG list show the same: SAFE green, blocked and crashed failed, each with its note.
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
 import urllib.error
 import urllib.request
@@ -29,8 +28,7 @@ import uuid
 
 import pytest
 
-CHROMIUM = shutil.which("chromium")
-CHROMEDRIVER = shutil.which("chromedriver")
+from demo import browser as browser_driver
 
 
 @pytest.fixture(scope="module")
@@ -46,35 +44,15 @@ def standalone(stack):
 
 @pytest.fixture(scope="module")
 def browser():
-    if not (CHROMIUM and CHROMEDRIVER):
+    if not (browser_driver.CHROMIUM and browser_driver.CHROMEDRIVER):
         pytest.fail("Debian's chromium and chromium-driver are needed: apt-get install -y chromium chromium-driver")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,1000"):
-        opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    driver.implicitly_wait(0)
+    driver = browser_driver.start_chromium()
     yield driver
     driver.quit()
 
 
 def _wait(driver, find, timeout=60.0, what="element"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            found = find(driver)
-            if found:
-                return found
-        except Exception as exc:  # the React UI re-renders; retry until the deadline
-            last = exc
-        time.sleep(0.5)
-    driver.save_screenshot(str(_shot_dir() / f"timeout-{what.replace(' ', '-')}.png"))
-    raise AssertionError(f"{what} did not appear in {timeout:.0f}s ({last})")
+    return browser_driver.wait(driver, find, timeout, what, shots=_shot_dir())
 
 
 def _shot_dir():
@@ -114,38 +92,11 @@ def _api(standalone, path, method="GET", payload=None, attempts=3):
     raise AssertionError("unreachable")
 
 
-SET_VALUE_JS = """
-const [el, value] = arguments;
-const setter = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(el), "value").set;
-setter.call(el, value);
-el.dispatchEvent(new Event("input", {bubbles: true}));
-el.dispatchEvent(new Event("change", {bubbles: true}));
-"""
-
-
 def _set_text(driver, element_id, value):
-    """Fill a form field the way React sees a paste: one input event with the whole value.
-
-    (Typing key by key into the trigger form's fields dropped a character now and then in
-    headless Chromium on a loaded machine; the submitted conf is asserted below anyway.)"""
-    from selenium.webdriver.common.by import By
-
-    field = _wait(driver, lambda d: d.find_element(By.ID, element_id), what=element_id)
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", field)
-    field.click()
-    driver.execute_script(SET_VALUE_JS, field, value)
-    _wait(driver, lambda d: d.find_element(By.ID, element_id).get_attribute("value") == value, timeout=10,
-          what=f"{element_id} value")
+    browser_driver.set_text(driver, element_id, value, shots=_shot_dir())
 
 
-def _button(driver, text, scope="body"):
-    """The enabled, visible button labelled `text` inside `scope` (a CSS selector)."""
-    from selenium.webdriver.common.by import By
-
-    buttons = [b for root in driver.find_elements(By.CSS_SELECTOR, scope)
-               for b in root.find_elements(By.TAG_NAME, "button")
-               if b.is_displayed() and b.text.strip() == text and b.is_enabled()]
-    return buttons[-1] if buttons else None
+_button = browser_driver.button
 
 
 SECTION_CHECK = "Check: which upgrade to judge"
@@ -153,18 +104,8 @@ NOTE = re.compile(r"BLOCKED: STATE_MISROUTED, [\d.]+ (?:B|KiB|MiB) at risk — r
 
 
 def _login(driver, standalone):
-    """Log in through Airflow's form, unless this browser session already is (the module shares one browser:
-    Airflow's Simple auth manager keeps the session's token in the `_token` cookie)."""
-    from selenium.webdriver.common.by import By
-
-    driver.get(f"{standalone.url}/")
-    if driver.get_cookie("_token"):
-        return
-    user = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "input[name=username]"), what="login form")
-    user.send_keys(standalone.user)
-    driver.find_element(By.CSS_SELECTOR, "input[type=password]").send_keys(standalone.password)
-    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    _wait(driver, lambda d: d.get_cookie("_token"), what="logged in")
+    """Log in through Airflow's form (the module shares one browser session)."""
+    browser_driver.login(driver, standalone.url, standalone.user, standalone.password, shots=_shot_dir())
 
 
 def _red(css_colour: str) -> bool:
@@ -287,9 +228,9 @@ def test_safe_blocked_and_crashed_runs_read_differently(stack, standalone, brows
     assert NOTE.fullmatch(runs["blocked"]["note"]) and blocked["gate"]["note"] == runs["blocked"]["note"]
     assert runs["safe"]["state"] == "success" and safe["gate"]["state"] == "success"
     assert runs["safe"]["note"].startswith("SAFE: the upgrade may proceed")
-    assert runs["crashed"]["state"] == "failed" and crashed["fetch_graph"]["state"] == "failed"
-    assert crashed["fetch_graph"]["try_number"] == 1 and crashed["gate"]["state"] == "upstream_failed"
-    assert runs["crashed"]["note"].startswith("FAILED, no verdict: fetch_graph failed"), runs["crashed"]["note"]
+    assert runs["crashed"]["state"] == "failed" and crashed["check"]["state"] == "failed"
+    assert crashed["check"]["try_number"] == 1 and crashed["gate"]["state"] == "upstream_failed"
+    assert runs["crashed"]["note"].startswith("FAILED, no verdict: check failed"), runs["crashed"]["note"]
 
     # the grid, as a person reads it: the note beside each run, the square of each task
     base = f"{standalone.url}/dags/flink_upgrade_gate/runs"
@@ -327,14 +268,14 @@ def test_safe_blocked_and_crashed_runs_read_differently(stack, standalone, brows
     driver.save_screenshot(str(shots / "ui-grid-safe.png"))
     # the grid's squares, read where none of them is the selected one: blocked is red like a crash, SAFE is not
     colours = {name: _colour(driver, _cell(driver, ids[name], task))
-               for name, task in (("blocked", "gate"), ("safe", "gate"), ("crashed", "fetch_graph"))}
+               for name, task in (("blocked", "gate"), ("safe", "gate"), ("crashed", "check"))}
     assert _red(colours["crashed"]) and _red(colours["blocked"]) and not _red(colours["safe"]), colours
 
-    driver.get(f"{base}/{ids['crashed']}/tasks/fetch_graph")
+    driver.get(f"{base}/{ids['crashed']}/tasks/check")
     _wait(driver, lambda d: f"{missing}: no such object" in d.find_element(By.TAG_NAME, "body").text,
           what="crash log")
     assert "Failed" in driver.find_element(By.TAG_NAME, "body").text
-    assert _red(_cell(driver, ids["crashed"], "fetch_graph").value_of_css_property("background-color"))
+    assert _red(_cell(driver, ids["crashed"], "check").value_of_css_property("background-color"))
     driver.save_screenshot(str(shots / "ui-grid-crashed.png"))
 
     # the gate task's "Upgrade report" extra link leads to the report

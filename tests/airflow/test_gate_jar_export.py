@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.upgrade_jobs import JOB_NAME, build_jobs, main_class, parse_output
+from tests.upgrade_jobs import JOB_NAME, build_jobs, main_class, savepoint_of_v1
 
 pytestmark = pytest.mark.flink
 
@@ -32,37 +32,9 @@ CONFIG = "parallelism.default: 2\nstate.backend.type: hashmap\n"
 def savepoint_at_p2(stack, tmp_path_factory):
     """v1 run at parallelism 2 on a real cluster, one savepoint under the job's prefix; the cluster is stopped
     once the savepoint is written (the gate reads only files)."""
-    import os
-    import shutil
-    import time
-
-    from flink_bridge.cluster import FlinkCluster, default_workdir
-
     jars = build_jobs("2.3")
-    workdir = default_workdir("gate-jar-export")
-    shutil.rmtree(workdir, ignore_errors=True)
-    cluster = FlinkCluster(workdir).start()
-    host, port = cluster.rest_url.removeprefix("http://").split(":")
-    os.environ["AIRFLOW_CONN_FLINK_JAR_EXPORT"] = json.dumps({"conn_type": "http", "host": host, "port": int(port),
-                                                              "schema": "http"})
-    try:
-        from flink_gate.hooks.flink_rest import FlinkRestHook
-
-        hook = FlinkRestHook("flink_jar_export", retries=2)
-        job_id = hook.run_jar(hook.upload_jar(jars["v1"]), parallelism=2)
-        hook.wait_until_restored(job_id, timeout=120)
-        deadline = time.monotonic() + 90
-        while len(getattr(parse_output(cluster.read_taskmanager_out()).get(job_id), "counts", {})) < 8:
-            assert time.monotonic() < deadline, cluster.log_tail(2000)  # every key counted: state in every subtask
-            time.sleep(0.5)
-        trigger = hook.trigger_savepoint(job_id, f"{cluster.savepoint_uri}/{JOB_NAME}")
-        hook.wait_for_savepoint(job_id, trigger, timeout=120)
-        hook.cancel(job_id)
-        root = tmp_path_factory.mktemp("jar-export")
-        shutil.copytree(cluster.savepoint_dir, root / "savepoints")
-    finally:
-        os.environ.pop("AIRFLOW_CONN_FLINK_JAR_EXPORT", None)
-        cluster.stop()
+    root = tmp_path_factory.mktemp("jar-export")
+    savepoint_of_v1(root, parallelism=2, workdir_name="gate-jar-export")
     try:
         stack.s3.client().create_bucket(Bucket=BUCKET)
     except Exception as exc:  # created by an earlier run of the module in this session
@@ -122,7 +94,7 @@ def test_a_jar_gated_with_the_jobs_parallelism_and_config_is_the_job_the_cli_gat
     run = _run(stack, _conf(sp, "v1", parallelism=2, flink_config=f"s3://{BUCKET}/conf/config.yaml",
                             flink_settings=["pipeline.operator-chaining.enabled=true"]))
 
-    assert run["state"] == "success" and run["tasks"]["fetch_graph"] == "success", run["output"][-4000:]
+    assert run["state"] == "success" and run["tasks"]["check"] == "success", run["output"][-4000:]
     check = run["check"]
     cli = _cli(sp, "v1", "-p", "2", "--config", str(sp["root"] / "config.yaml"),
                "-D", "pipeline.operator-chaining.enabled=true")
@@ -145,7 +117,7 @@ def test_a_jar_export_that_guessed_a_setting_says_so_in_the_log_the_report_and_t
     sp = savepoint_at_p2
     run = _run(stack, _conf(sp, "v2-broken", parallelism=2))
 
-    assert run["tasks"]["fetch_graph"] == "success", run["output"][-4000:]
+    assert run["tasks"]["check"] == "success", run["output"][-4000:]
     check = run["check"]
     warned = [w for w in check["export"]["warnings"] if "pipeline.operator-chaining.enabled" in w]
     assert warned, check["export"]

@@ -158,7 +158,7 @@ def test_blocked_upgrade_never_touches_the_running_job(real):
 
     tasks = run["tasks"]
     # (how the run shows "blocked" is the gate's business; here: nothing after it ran)
-    assert tasks["simulate_restore"] == "success", run["output"][-3000:]
+    assert tasks["check"] == "success", run["output"][-3000:]
     for step in ("approve", "no_approval_needed", "upgrade", "verify"):
         assert tasks.get(step) in NOT_RUN, (step, tasks)
     # v1 untouched: still RUNNING, no job started or stopped, no savepoint taken, no upgrade record
@@ -183,8 +183,7 @@ def test_safe_upgrade_stops_with_a_savepoint_and_every_counter_continues(real):
                                                                 "execution.checkpointing.interval=7 s"]))
 
     assert run["state"] == "success", run["output"][-4000:]
-    expected = {"fetch_savepoint": "success", "fetch_graph": "success", "compute_operator_ids": "success",
-                "simulate_restore": "success", "gate": "success", "decide": "success", "approve": "skipped",
+    expected = {"check": "success", "gate": "success", "decide": "success", "approve": "skipped",
                 "no_approval_needed": "success", "upgrade": "success", "verify": "success"}
     assert {k: run["tasks"].get(k) for k in expected} == expected, run["tasks"]
     assert run["alerts"] == []

@@ -1,6 +1,6 @@
 """The gate: lets an upgrade through only on zero state loss.
 
-Thin by design: the verdict was computed by the core (`upgrade_gate.gate.check`) in the simulate task;
+Thin by design: the verdict was computed by the core (`upgrade_gate.gate.check`) in the `check` task;
 this operator only acts on it. SAFE succeeds. So does a blocked upgrade the run was asked to repair
 (`repair_savepoint`, upgrade mode) when the check's repair offer makes it SAFE: its note says REPAIRABLE and
 the approval that follows says what the repair does (`flink_gate.repair_step` does it after the stop).
@@ -43,7 +43,7 @@ from flink_gate.reports import ReportStore
 class FlinkUpgradeGateOperator(BaseOperator):
     """Let the upgrade through only when the simulated restore is SAFE; otherwise alert and skip.
 
-    :param check: the simulate task's output: `{"job", "verdict", "check", "savepoint",
+    :param check: the `check` task's output: `{"job", "verdict", "check", "savepoint",
         "report_url", "report_dir"}` (usually an XComArg).
     :param notifiers: `BaseNotifier`s called with the alert in `context["gate_alert"]`.
     """
