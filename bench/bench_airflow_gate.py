@@ -34,11 +34,13 @@ import shutil
 import statistics
 import sys
 import time
-import urllib.request
 import uuid
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from demo.stack import AirflowApi
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / ".work" / "bench" / "airflow-gate.jsonl"
@@ -47,33 +49,6 @@ GATE_TASKS = ("check", "gate")
 CASES = {"SAFE": "orders-enrichment", "blocked": "fraud-scoring"}
 ENDED = ("success", "failed", "skipped", "upstream_failed", "removed")
 GOAL_CLICK_S, GOAL_TASKS_S = 20.0, 10.0
-
-
-class Api:
-    """Airflow's public REST API with a JWT from the Simple auth manager (refreshed per call)."""
-
-    def __init__(self, url: str, user: str, password: str) -> None:
-        self.url, self.user, self.password = url, user, password
-        self._token: str | None = None
-        self._token_at = 0.0
-
-    def token(self) -> str:
-        if self._token is None or time.monotonic() - self._token_at > 600:
-            body = json.dumps({"username": self.user, "password": self.password}).encode()
-            req = urllib.request.Request(f"{self.url}/auth/token", data=body,
-                                         headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                self._token = json.loads(resp.read())["access_token"]
-            self._token_at = time.monotonic()
-        return self._token
-
-    def __call__(self, path: str, method: str = "GET", payload: Any = None) -> Any:
-        req = urllib.request.Request(f"{self.url}{path}", method=method,
-                                     data=json.dumps(payload).encode() if payload is not None else None,
-                                     headers={"Authorization": f"Bearer {self.token()}",
-                                              "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read())
 
 
 class PinnedEnv(dict):
@@ -93,7 +68,7 @@ def _ts(value: str | None) -> float | None:
     return datetime.fromisoformat(value).timestamp() if value else None
 
 
-def trigger_and_wait(api: Api, conf: dict[str, Any], timeout: float = 300, poll: float = 0.2) -> dict[str, Any]:
+def trigger_and_wait(api: AirflowApi, conf: dict[str, Any], timeout: float = 300, poll: float = 0.2) -> dict[str, Any]:
     """One click: POST the run, poll until `gate` has ended; the timings of that run."""
     click_wall = time.time()
     t0 = time.monotonic()
@@ -126,7 +101,7 @@ def trigger_and_wait(api: Api, conf: dict[str, Any], timeout: float = 300, poll:
             "tasks_s": {k: round(v, 2) if v is not None else None for k, v in own.items()}}
 
 
-def wait_for_dag(api: Api, timeout: float = 300) -> None:
+def wait_for_dag(api: AirflowApi, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -164,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server = st.start_standalone(stack)
         startup_s = time.monotonic() - t_start
-        api = Api(server.url, server.user, server.password)
+        api = server.api()
         wait_for_dag(api)
         api(f"/api/v2/dags/{DAG}", "PATCH", {"is_paused": False})
         ready_s = time.monotonic() - t_start

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in (str(REPO), str(REPO / "plugins")):
         if p not in sys.path:
             sys.path.insert(0, p)
-    from bench.bench_airflow_gate import Api, wait_for_dag
+    from bench.bench_airflow_gate import wait_for_dag
     from demo import stack as st
     from demo.browser import login, start_chromium
 
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         t_start = time.monotonic()
         server = st.start_standalone(stack)
-        api = Api(server.url, server.user, server.password)
+        api = server.api()
         wait_for_dag(api)
         api(f"/api/v2/dags/{DAG}", "PATCH", {"is_paused": False})
         ready_s = time.monotonic() - t_start

@@ -274,6 +274,39 @@ def gate_conf(stack: Stack, job: str, **overrides: Any) -> dict[str, Any]:
 
 
 # ---- airflow standalone (UI tests) -----------------------------------------------------------
+class AirflowApi:
+    """Airflow's public REST API with a JWT from the Simple auth manager (fetched on first use, renewed after
+    10 minutes): `api("/api/v2/dags/…")`, `api(path, "POST", payload)`. The one client of the tests and benchmarks
+    that drive a standalone Airflow."""
+
+    def __init__(self, url: str, user: str, password: str) -> None:
+        self.url, self.user, self.password = url, user, password
+        self._token: str | None = None
+        self._token_at = 0.0
+
+    def token(self) -> str:
+        import urllib.request
+
+        if self._token is None or time.monotonic() - self._token_at > 600:
+            body = json.dumps({"username": self.user, "password": self.password}).encode()
+            req = urllib.request.Request(f"{self.url}/auth/token", data=body,
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                self._token = json.loads(resp.read())["access_token"]
+            self._token_at = time.monotonic()
+        return self._token
+
+    def __call__(self, path: str, method: str = "GET", payload: Any = None) -> Any:
+        import urllib.request
+
+        req = urllib.request.Request(f"{self.url}{path}", method=method,
+                                     data=json.dumps(payload).encode() if payload is not None else None,
+                                     headers={"Authorization": f"Bearer {self.token()}",
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())
+
+
 @dataclass
 class Standalone:
     url: str
@@ -281,6 +314,9 @@ class Standalone:
     password: str
     proc: subprocess.Popen[bytes]
     log: Path
+
+    def api(self) -> AirflowApi:
+        return AirflowApi(self.url, self.user, self.password)
 
 
 def free_port() -> int:

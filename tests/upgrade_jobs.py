@@ -14,9 +14,11 @@ import hashlib
 import re
 import shutil
 import subprocess
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from flink_bridge.dist import WORK_DIR, classpath, release_of
 
@@ -183,3 +185,21 @@ def parse_output(text: str) -> dict[str, JobOutput]:
         elif m := _SNAP.search(line):
             job(m).snapshots.append(m.groupdict())
     return jobs
+
+
+KEYS = frozenset(f"k{i}" for i in range(8))  # the keys every upgrade job counts (Pipeline.java)
+
+
+def wait_for_counts(cluster: Any, job_id: str, timeout: float = 60) -> JobOutput:
+    """Until the job has printed a counter for every key (it restored and processes): its output so far. On time
+    out, the keys it never counted and the cluster's log tail say why."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = parse_output(cluster.read_taskmanager_out()).get(job_id)
+        if out is not None and set(out.counts) >= KEYS:
+            return out
+        if time.monotonic() > deadline:
+            missing = sorted(KEYS - set(out.counts if out else {}))
+            raise AssertionError(f"job {job_id} printed no counter for {missing} in {timeout:.0f}s:\n"
+                                 f"{cluster.log_tail(2000)}")
+        time.sleep(0.5)

@@ -19,24 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import threading
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.upgrade_jobs import JobOutput, build_jobs, job_graphs, parse_output, wait_for_counts
+
 pytestmark = pytest.mark.flink
-
-REPO = Path(__file__).resolve().parents[2]
-TESTS = REPO / "tests"
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))
-
-from upgrade_jobs import JobOutput, build_jobs, job_graphs, parse_output  # noqa: E402
 
 DAG = "flink_rolling_upgrade"
 STATE_BUCKET = "upgrade-state"
@@ -56,21 +49,12 @@ class Env:
     jars: dict[str, Path]
     graphs: dict[str, Path]
     v1: dict[str, str] = dataclasses.field(default_factory=dict)  # job name -> running v1 job id
-    _token: str | None = None
+    _api: Any = None
 
     def api(self, path: str, method: str = "GET", payload: Any = None) -> Any:
-        if self._token is None:
-            body = json.dumps({"username": self.server.user, "password": self.server.password}).encode()
-            req = urllib.request.Request(f"{self.server.url}/auth/token", data=body,
-                                         headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                self._token = json.loads(resp.read())["access_token"]
-        req = urllib.request.Request(f"{self.server.url}{path}", method=method,
-                                     data=json.dumps(payload).encode() if payload is not None else None,
-                                     headers={"Authorization": f"Bearer {self._token}",
-                                              "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read())
+        if self._api is None:
+            self._api = self.server.api()
+        return self._api(path, method, payload)
 
     def tasks(self, run_id: str) -> dict[str, str | None]:
         tis = self.api(f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances")["task_instances"]
@@ -96,14 +80,7 @@ class Env:
         return parse_output(self.cluster.read_taskmanager_out())
 
     def wait_for_output(self, job_id: str, timeout: float = 90) -> JobOutput:
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self.output().get(job_id)
-            if out is not None and set(out.counts) >= KEYS:
-                return out
-            if time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id} printed no counter for every key in {timeout:.0f}s")
-            time.sleep(0.5)
+        return wait_for_counts(self.cluster, job_id, timeout)
 
     def logs(self, run_id: str) -> str:
         try:

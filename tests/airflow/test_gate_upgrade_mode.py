@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ TESTS = REPO / "tests"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from upgrade_jobs import JOB_NAME, JobOutput, build_jobs, job_graphs, parse_output  # noqa: E402
+from upgrade_jobs import JOB_NAME, JobOutput, build_jobs, job_graphs, parse_output, wait_for_counts  # noqa: E402
 
 DAG = "flink_upgrade_gate"
 STATE_BUCKET = "upgrade-state"
@@ -86,15 +85,7 @@ class Cluster:
         return json.loads(body.read())
 
     def wait_for_output(self, job_id: str, timeout: float = 90) -> JobOutput:
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self.output().get(job_id)
-            if out is not None and set(out.counts) >= KEYS:
-                return out
-            if time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id} printed no counter for every key in {timeout:.0f}s:\n"
-                                     f"{self.cluster.log_tail(2000)}")
-            time.sleep(0.5)
+        return wait_for_counts(self.cluster, job_id, timeout)
 
 
 def flink_connection(rest_url: str) -> str:

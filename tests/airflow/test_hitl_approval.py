@@ -23,7 +23,6 @@ import sys
 import threading
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -56,21 +55,12 @@ class Env:
     jars: dict[str, Path]
     graphs: dict[str, Path]
     current_job: str | None = None
-    _token: str | None = None
+    _api: Any = None
 
     def api(self, path: str, method: str = "GET", payload: Any = None) -> Any:
-        if self._token is None:
-            body = json.dumps({"username": self.server.user, "password": self.server.password}).encode()
-            req = urllib.request.Request(f"{self.server.url}/auth/token", data=body,
-                                         headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                self._token = json.loads(resp.read())["access_token"]
-        req = urllib.request.Request(f"{self.server.url}{path}", method=method,
-                                     data=json.dumps(payload).encode() if payload is not None else None,
-                                     headers={"Authorization": f"Bearer {self._token}",
-                                              "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read())
+        if self._api is None:
+            self._api = self.server.api()
+        return self._api(path, method, payload)
 
     def tasks(self, run_id: str) -> dict[str, str | None]:
         tis = self.api(f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances")["task_instances"]

@@ -37,7 +37,7 @@ TESTS = REPO / "tests"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from upgrade_jobs import JOB_NAME, VARIANTS, JobOutput, build_jobs, parse_output  # noqa: E402
+from upgrade_jobs import JOB_NAME, VARIANTS, JobOutput, build_jobs, parse_output, wait_for_counts  # noqa: E402
 
 DAG = "flink_rolling_upgrade"
 STATE_BUCKET = "upgrade-state"
@@ -120,17 +120,7 @@ class Real:
                 "alerts": [a["body"] for a in self.stack.receiver.received[before:]]}
 
     def wait_for_output(self, job_id: str, timeout: float = 60) -> JobOutput:
-        """Until the job has printed a counter for every key (it restored and processes)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self.output().get(job_id)
-            if out is not None and set(out.counts) >= KEYS:
-                return out
-            if time.monotonic() > deadline:
-                missing = sorted(KEYS - set(out.counts if out else {}))
-                raise AssertionError(f"job {job_id} printed no counter for {missing} in {timeout:.0f}s:\n"
-                                     f"{self.cluster.log_tail(2000)}")
-            time.sleep(0.5)
+        return wait_for_counts(self.cluster, job_id, timeout)
 
 
 def _flink_connection(rest_url: str) -> str:

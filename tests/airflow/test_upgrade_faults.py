@@ -41,7 +41,7 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 from fault_proxy import FaultProxy  # noqa: E402
-from upgrade_jobs import JOB_NAME, JobOutput, build_jobs, job_graphs, parse_output  # noqa: E402
+from upgrade_jobs import JOB_NAME, JobOutput, build_jobs, job_graphs, parse_output, wait_for_counts  # noqa: E402
 
 FULL = os.environ.get("UPGRADE_FAULTS_FULL") == "1"
 KEYS = {f"k{i}" for i in range(8)}
@@ -86,14 +86,7 @@ class Lab:
         return [j for j in self.direct.list_jobs() if j["name"] == JOB_NAME and j["state"] in ACTIVE]
 
     def wait_for_output(self, job_id: str, timeout: float = 60) -> JobOutput:
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self.output().get(job_id)
-            if out is not None and set(out.counts) >= KEYS:
-                return out
-            if time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id} printed no counter for every key in {timeout:.0f}s")
-            time.sleep(0.5)
+        return wait_for_counts(self.cluster, job_id, timeout)
 
     def params(self, target: str = "v2-compatible", **extra: Any) -> dict[str, Any]:
         self.runs += 1
