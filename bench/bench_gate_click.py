@@ -74,9 +74,10 @@ def form_fields(stack: Any, case: str, jar_inputs: dict[str, str] | None) -> dic
 def jar_case_inputs(root: Path) -> dict[str, str]:
     """A real savepoint of the counter job's v1 at parallelism 2 (a Flink standalone cluster, stopped again
     before Airflow starts), and the v2-compatible jar that restores it."""
+    from hashing.versions import DEFAULT
     from tests.upgrade_jobs import JOB_NAME, build_jobs, main_class, savepoint_of_v1
 
-    jars = build_jobs("2.3")
+    jars = build_jobs(DEFAULT)  # the upgrade jobs run on the default release
     savepoints = savepoint_of_v1(root, parallelism=2, workdir_name="bench-gate-click")
     return {"job": JOB_NAME, "savepoint_root": savepoints.as_uri(), "jar": str(jars["v2-compatible"]),
             "main_class": main_class("v2-compatible")}

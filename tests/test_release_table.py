@@ -24,6 +24,7 @@ TABLE = "hashing/versions.py"
 # were recorded with, not the supported set; a new release changes none of them.
 FIXTURE_BOUND = {
     "flink_bridge/file_connector.py": "records tests/fixtures/file-connector with 1.20 and 2.3",
+    "flink_bridge/generate_connector_versions.py": "records savepoints/connector-versions on 1.20 and 2.3",
     "flink_bridge/generate_checkpoint_restores.py": "records tests/fixtures/checkpoints with 1.20 and 2.3",
     "flink_bridge/generate_fixtures.py": "records tests/fixtures/flink with 1.20 and 2.3",
     "flink_bridge/generate_repairs.py": "records tests/fixtures/repairs with 1.20 and 2.3",

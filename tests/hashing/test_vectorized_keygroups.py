@@ -189,6 +189,8 @@ def test_peak_memory_stays_near_the_outputs():
 
 _EXECUTOR_PROBE = """
 import sys, pyspark.files
+# a cluster host has the third-party libraries, not this repository's editable install (its import hook)
+sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
 sys.path.insert(0, sys.argv[1])  # our packages as a cluster executor gets them: a zip (spark_jobs.common)
 pyspark.files.SparkFiles._is_running_on_worker = True
 pyspark.files.SparkFiles._root_directory = sys.argv[2]

@@ -513,7 +513,7 @@ def _load_compiled() -> ModuleType | None:
     Its results and errors are this module's (it stops before any entry it does not take);
     tests/flink/test_metadata_fastpath.py reads every input with and without it."""
     try:
-        from upgrade_gate.flink.metadata import _fastsubtasks
+        import upgrade_gate.flink.metadata._fastsubtasks as _fastsubtasks  # the module, not its package
     except ImportError:
         return None
     layouts = (
