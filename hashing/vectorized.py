@@ -72,6 +72,15 @@ def murmur_hash(codes: np.ndarray) -> np.ndarray:
 
     Works block by block in two cache-sized scratch arrays: on millions of keys the plain
     expression form spends most of its time page-faulting fresh temporaries (docs/performance.md)."""
+    def store(murmur: np.ndarray, out: np.ndarray) -> None:
+        out[:] = murmur
+
+    return _murmur_blockwise(codes, store)
+
+
+def _murmur_blockwise(codes: np.ndarray, finish: Callable[[np.ndarray, np.ndarray], None]) -> np.ndarray:
+    """The int32 result of `finish(murmur_block, out_block)` over `codes`, one cache-sized block at a time, with
+    the two scratch arrays the murmur step reuses (one loop for `murmur_hash` and `key_groups`)."""
     codes = np.ascontiguousarray(codes, dtype=np.int32)
     out = np.empty(codes.shape, dtype=np.int32)
     flat_in, flat_out = codes.reshape(-1), out.reshape(-1)
@@ -79,7 +88,7 @@ def murmur_hash(codes: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         for lo in _blocks(flat_in.size):
             m = min(_BLOCK, flat_in.size - lo)
-            flat_out[lo:lo + m] = _murmur_block(flat_in[lo:lo + m], h[:m], t[:m])
+            finish(_murmur_block(flat_in[lo:lo + m], h[:m], t[:m]), flat_out[lo:lo + m])
     return out
 
 
@@ -199,16 +208,7 @@ def _utf8_buffers(values: Any) -> tuple[np.ndarray, np.ndarray] | None:
 def key_groups(hash_codes: np.ndarray, max_parallelism: int) -> np.ndarray:
     """`KeyGroupRangeAssignment.computeKeyGroupForKeyHash`: murmurHash(code) % maxParallelism (int32),
     block by block."""
-    codes = np.ascontiguousarray(hash_codes, dtype=np.int32)
-    out = np.empty(codes.shape, dtype=np.int32)
-    flat_in, flat_out = codes.reshape(-1), out.reshape(-1)
-    h, t = _scratch(flat_in.size, _U32), _scratch(flat_in.size, _U32)
-    with np.errstate(over="ignore"):
-        for lo in _blocks(flat_in.size):
-            m = min(_BLOCK, flat_in.size - lo)
-            _key_group_block(_murmur_block(flat_in[lo:lo + m], h[:m], t[:m]), max_parallelism,
-                             flat_out[lo:lo + m])
-    return out
+    return _murmur_blockwise(hash_codes, lambda murmur, out: _key_group_block(murmur, max_parallelism, out))
 
 
 def key_groups_and_operator_indexes(hash_codes: np.ndarray, max_parallelism: int,

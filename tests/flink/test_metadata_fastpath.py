@@ -457,10 +457,9 @@ def test_direct_constructors_equal_the_dataclass_ones() -> None:
         assert fast_op.state_size == slow_op.state_size == 5 + (2 if coordinator else 0)
 
 
+@pytest.mark.parametrize("subtask_loop", ["compiled"], indirect=True)  # the compiled loop only: it is the subject
 def test_the_compiled_subtask_loop_reads_the_committed_fixtures(subtask_loop: str) -> None:
     """The compiled loop is built and takes real Flink files' subtasks itself, building the same objects."""
-    if subtask_loop == "python":
-        pytest.skip("this checks the compiled loop")
     calls: list[int] = []
     real = fast_reader._compiled
 
