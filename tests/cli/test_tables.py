@@ -24,7 +24,8 @@ def _lines(capsys: pytest.CaptureFixture[str], argv: list[str]) -> list[str]:
 
 
 def _fits(lines: list[str], width: int = 100) -> None:
-    too_wide = [line for line in lines if len(line) > width]
+    """Every line fits, except a line holding one word longer than the terminal (a path): that word is never cut."""
+    too_wide = [line for line in lines if len(line) > width and len(line.split()) > 1]
     assert not too_wide, too_wide[:3]
 
 

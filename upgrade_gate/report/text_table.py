@@ -28,9 +28,11 @@ def terminal_width() -> int:
 
 
 def paragraph(text: str, *, indent: str = "  ", width: int | None = None) -> str:
-    """Free text (a warning, Flink's error, a title with a long path) wrapped to the terminal; paths and
-    ids are long words: they break only when a line cannot hold them at all."""
-    return textwrap.fill(text, width=width or terminal_width(), subsequent_indent=indent, break_on_hyphens=False)
+    """Free text (a warning, Flink's error, a title with a long path) wrapped to the terminal between words.
+    Paths and ids are words that are never cut, even when longer than a line: users paste them (into
+    `setUidHash`, a shell), so such a word overflows its line instead."""
+    return textwrap.fill(text, width=width or terminal_width(), subsequent_indent=indent, break_on_hyphens=False,
+                         break_long_words=False)
 
 
 @cache
