@@ -251,6 +251,13 @@ SQL_SCENARIOS: tuple[SqlScenario, ...] = (
     SqlScenario("sql-mini-batch-second-aggregate", _phase("ONE_PHASE") + AGG_SQL,
                 _phase("ONE_PHASE") + source() + sink("totals", "user_id INT, c BIGINT, s BIGINT")
                 + "INSERT INTO totals SELECT user_id, COUNT(*) AS c, SUM(amount) AS s FROM clicks GROUP BY user_id;\n"),
+    # the unchanged mini-batch aggregates (one phase: MiniBatchGroupAggFunction; two phases: the global
+    # MiniBatchGlobalGroupAggFunction behind a stateless local MapBundleOperator) and the global one gaining SUM(amount)
+    SqlScenario("sql-mini-batch-identical", _phase("ONE_PHASE") + AGG_SQL, _phase("ONE_PHASE") + AGG_SQL),
+    SqlScenario("sql-two-phase-identical", _phase("TWO_PHASE") + AGG_SQL, _phase("TWO_PHASE") + AGG_SQL),
+    SqlScenario("sql-two-phase-second-aggregate", _phase("TWO_PHASE") + AGG_SQL,
+                _phase("TWO_PHASE") + source() + sink("totals", "user_id INT, c BIGINT, s BIGINT")
+                + "INSERT INTO totals SELECT user_id, COUNT(*) AS c, SUM(amount) AS s FROM clicks GROUP BY user_id;\n"),
     SqlScenario("sql-window-row-gains-field", source() + WINDOW_SINK + WINDOW.format(size=10),
                 source() + WINDOW_SUM_SINK + WINDOW_SUM),
 )

@@ -17,6 +17,7 @@ from flink_bridge.exporter import export_spec
 from flink_bridge.jvm import run_tool
 from hashing.errors import InputError
 from tests.conftest import TESTS, run_cli
+from tests.restore_support import Scenario, scenarios
 
 pytestmark = pytest.mark.flink
 
@@ -224,3 +225,38 @@ def test_a_main_that_catches_the_abort_and_calls_system_exit_still_exports(job_j
     spec = json.loads(out.read_text())
     assert [n.get("uid") for n in spec["nodes"]] == ["numbers", "sum", "out"]
     assert spec["name"] == "exiting-job"
+
+
+def _restore(release: str, name: str) -> Scenario:
+    return next(s for s in scenarios() if s.release == release and s.name == name)
+
+
+@pytest.mark.parametrize(("release", "name"), [("1.20.5", "sql-window-row-gains-field"),
+                                               ("2.3.0", "sql-mini-batch-second-aggregate"),
+                                               ("2.3.0", "sql-two-phase-identical")])
+def test_an_exported_aggregates_accumulator_row_is_checked_as_flink_restored_it(tmp_path: Path, release: str,
+                                                                               name: str) -> None:
+    """The user's path: `export --sql` of the new script, then `check` against the savepoint real Flink restored it
+    from (tests/fixtures/restores). The export carries the accumulator rows of a window aggregate (WindowAggOperator's
+    processor) and of a mini-batch aggregate (KeyedMapBundleOperator's function), so the verdict is what Flink did:
+    RESTORE_FAILS naming the state when it refused the grown row, SAFE when it restored the unchanged one."""
+    sc = _restore(release, name)
+    out = tmp_path / "new.json"
+    proc = run_cli("export", "--sql", str(sc.dir / "b.sql"), "--flink-version", sc.flink_version, "-o", str(out),
+                   "--timeout", "120")
+    assert proc.returncode == 0, proc.stderr
+    [entry] = [e for e in json.loads(out.read_text())["sql_state"].values()
+               if {"windowProcessor.accSerializer", "function.accTypes"} & set(e["types"])]
+    assert entry["operator_class"].rsplit(".", 1)[-1] in ("WindowAggOperator", "KeyedMapBundleOperator")
+    res = run_cli("check", "--savepoint", str(sc.savepoint), "--graph", str(out), "--flink-version",
+                  sc.flink_version, "--format", "json")
+    report = json.loads(res.stdout)
+    run = sc.outcome["restore"]
+    if run["status"] == "RUNNING":
+        assert (res.returncode, report["verdict"]) == (0, "SAFE"), report["losses"]
+    else:
+        assert run["error_chain"][-1]["class"] == "org.apache.flink.util.StateMigrationException"
+        assert (res.returncode, report["verdict"]) == (1, "RESTORE_FAILS")
+        [loss] = report["losses"]
+        assert loss["state_names"] in (["window-aggs"], ["accState"]) and "makes it ROW<BIGINT, BIGINT>" in \
+            loss["reason"]

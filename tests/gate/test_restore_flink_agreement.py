@@ -29,15 +29,7 @@ from upgrade_gate.vocabulary import Verdict
 ALL = [s for s in scenarios() if not s.name.startswith("sql-")]
 # SQL jobs (flink_bridge/sql_scenarios.py): no user function to ask, so what Flink restored is which
 # operators its state backend got state handles for (RecordingBackend), keyed by operator ID.
-# Recorded, not yet predicted (test_an_accumulator_row_the_export_does_not_carry_is_not_yet_seen): the exported
-# graph's `sql_state` does not carry these operators' accumulator rows, so the gate has nothing to compare them with.
-NOT_YET = {
-    "sql-window-row-gains-field": "a window aggregate's accumulator row is held by WindowAggOperator's window "
-                                  "processor, which SqlStateDumper does not read",
-    "sql-mini-batch-second-aggregate": "a mini-batch aggregate's function (MiniBatchGroupAggFunction) is held by "
-                                       "KeyedMapBundleOperator, which SqlStateDumper does not read",
-}
-SQL = [s for s in scenarios() if s.name.startswith("sql-") and s.name not in NOT_YET]
+SQL = [s for s in scenarios() if s.name.startswith("sql-")]
 
 
 def test_enough_real_scenarios() -> None:
@@ -203,16 +195,59 @@ def test_a_join_selecting_the_same_columns_in_another_order_keeps_its_rows(sc: S
     assert sql_check(sc, False).verdict == Verdict.SAFE
 
 
-@pytest.mark.parametrize("sc", [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[s.name]))
-                                for s in scenarios() if s.name in NOT_YET], ids=str)
-def test_an_accumulator_row_the_export_does_not_carry_is_not_yet_seen(sc: Scenario) -> None:
-    """Recorded with real Flink: a window aggregate, and a mini-batch aggregate, gaining SUM(amount) keep their
-    operator ID and Flink refuses the accumulator row (StateMigrationException). The gate does not see it yet: it
-    says SAFE without the old graph (with it, the added aggregate is a meaning change)."""
+# the state an aggregate keeps its accumulators in -> the exported field holding that row (sql_state `types`):
+# a window TVF aggregate's processor (WindowAggOperator), a legacy group window, a (mini-batch) group aggregate
+_ACC_ROWS = {"window-aggs": ("windowProcessor.accSerializer", "accumulatorTypes"), "accState": ("function.accTypes",)}
+
+
+def _acc_rows(sc: Scenario) -> list[tuple[str, str, str, str | None]]:
+    """Per restored accumulator state: (operator ID, state, the old row from the savepoint, the new graph's row)."""
+    res = sql_check(sc, False)
+    assert res.simulation.assignment is not None
+    node = {r.old.operator_id_hex: str(r.pair.node_id) for r in res.simulation.assignment.operators.values()
+            if r.old is not None}
+    spec = json.loads((sc.dir / "graph-b.json").read_text())
+    out = []
+    for op in read_state_schemas(load_savepoint(str(sc.savepoint))):
+        for st in (st for st in op.states if st.name in _ACC_ROWS and op.operator_id in node):
+            old = next(s for r, s in st.serializers if r == "VALUE_SERIALIZER")
+            types = (spec["sql_state"].get(node[op.operator_id]) or {}).get("types") or {}
+            new = next((types[f] for f in _ACC_ROWS[st.name] if f in types), None)
+            out.append((op.operator_id, st.name, display(old.logical_types or ()),
+                        display(new["logical_types"]) if new is not None else None))
+    return out
+
+
+_GAINS = ("sql-window-row-gains-field", "sql-mini-batch-second-aggregate", "sql-two-phase-second-aggregate")
+
+
+@pytest.mark.parametrize("sc", [s for s in SQL if s.name in _GAINS], ids=str)
+def test_a_window_or_mini_batch_aggregate_gaining_an_aggregate_fails_as_flink_did(sc: Scenario) -> None:
+    """A window TVF aggregate and a mini-batch aggregate (one phase, and the global aggregate of two phases) gaining
+    SUM(amount) keep their operator ID; Flink refuses the accumulator row (StateMigrationException). The export reads
+    the new row where those operators keep it (WindowAggOperator's window processor, KeyedMapBundleOperator's
+    MiniBatchGroupAggFunction or MiniBatchGlobalGroupAggFunction), and the gate says RESTORE_FAILS with Flink's
+    message, naming the state and the old row (from the savepoint) and the new one."""
     run = sc.outcome["restore"]
     assert run["status"] == "FAILED" and run["error_chain"][-1]["class"] == MIGRATION
     res = sql_check(sc, False)
     assert res.verdict == Verdict.RESTORE_FAILS and _plain(res.flink_error) == _plain(root_error(run))
+    [loss] = res.losses
+    [(oid, state, old, new)] = _acc_rows(sc)
+    assert loss["operator_id"] == oid and loss["state_names"] == [state]
+    assert (old, new) == ("ROW<BIGINT>", "ROW<BIGINT, BIGINT>"), (old, new)
+    assert f"was {old} and the new query makes it {new}" in loss["reason"]
+
+
+@pytest.mark.parametrize("sc", [s for s in SQL if s.outcome["restore"]["status"] == "RUNNING" and "join" not in s.name
+                                and any(k in s.name for k in ("window", "mini-batch", "session", "phase"))], ids=str)
+def test_an_unchanged_accumulator_row_is_compared_and_restores(sc: Scenario) -> None:
+    """The mirror cases Flink restored (window TVF and legacy group windows whose size or gap changed, unchanged
+    session and key-less windows, unchanged one- and two-phase mini-batch aggregates): every accumulator state is
+    compared with the new graph's row, which is the savepoint's, so their SAFE is a comparison and not a row the
+    export did not carry."""
+    rows = _acc_rows(sc)
+    assert rows and all(new == old for _, _, old, new in rows), rows
 
 
 def test_a_refused_restore_leaves_no_reference_cycle() -> None:

@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from hashing.readers import load_graph
-from tests.gate.test_restore_flink_agreement import NOT_YET, sql_check
+from tests.gate.test_restore_flink_agreement import sql_check
 from tests.restore_support import Scenario, scenarios
 from upgrade_gate.gate import sql_explain, sql_meaning
 from upgrade_gate.gate.check import CheckResult
@@ -30,8 +30,7 @@ from upgrade_gate.storage.savepoints import load_savepoint
 from upgrade_gate.vocabulary import Verdict
 
 # scenarios with the old query's graph (the two 1.20 -> 2.3 plan migrations have none)
-SQL = [s for s in scenarios() if s.name.startswith("sql-") and (s.dir / "graph-a.json").exists()
-       and s.name not in NOT_YET]
+SQL = [s for s in scenarios() if s.name.startswith("sql-") and (s.dir / "graph-a.json").exists()]
 BY = {(s.release, s.name): s for s in SQL}
 RELEASES = ("1.20.5", "2.3.0")
 MEANING_CHANGES = {"sql-group-key-same-type": "grouping keys", "sql-count-to-sum": "aggregates",

@@ -12,10 +12,12 @@ The new job's serializers come from the exported graph: `upgrade-gate export` of
 a top-level `sql_state` beside the spec (flink_bridge/java/common/streamgraph/SqlStateDumper.java): per
 stream node the key serializer and the row types its operator and function hold for their state. Which of
 those rows a named state is serialized with is the table `_STATE_ROWS` (the state names are Flink's
-`GroupAggFunction`, the deduplicate functions); a regular join's record states (`StreamingJoinOperator`'s
-`left-records` / `right-records`) hold its input rows, exported as `leftType` / `rightType`: a side whose
-projected fields change (one more column) changes the row the savepoint holds, and Flink refuses it
-(tests/fixtures/restores/<release>/sql-join-row-gains-column).
+`GroupAggFunction` and its mini-batch forms, the deduplicate functions, and the window aggregates' `window-aggs`,
+whose row the exporter reads from `WindowAggOperator`'s window processor); a regular join's record states
+(`StreamingJoinOperator`'s `left-records` / `right-records`) hold its input rows, exported as `leftType` /
+`rightType`: a side whose projected fields change (one more column) changes the row the savepoint holds, and Flink
+refuses it (tests/fixtures/restores/<release>/sql-join-row-gains-column). A window or mini-batch aggregate gaining an
+aggregate gains an accumulator field the same way (sql-window-row-gains-field, sql-mini-batch-second-aggregate).
 
 Compared the way Flink does: serializer snapshot classes, and for rows
 (`RowDataSerializerSnapshot#resolveSchemaCompatibility`) first the fields' logical types, which must be
@@ -45,8 +47,14 @@ _ROW = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerial
 _BOOLEAN = "org.apache.flink.api.common.typeutils.base.BooleanSerializer$BooleanSerializerSnapshot"
 # state name -> the field of the new operator / function whose row type the state's values are (first found).
 _STATE_ROWS: dict[str, tuple[str, ...]] = {
-    "accState": ("function.accTypes",),  # GroupAggFunction: ValueState<RowData> of the accumulators
+    # GroupAggFunction, and the mini-batch MiniBatchGroupAggFunction / MiniBatchGlobalGroupAggFunction (the function
+    # of KeyedMapBundleOperator): ValueState<RowData> of the accumulators, InternalTypeInfo.ofFields(accTypes)
+    "accState": ("function.accTypes",),
     "deduplicate-state": ("function.typeInfo",),  # ProcTimeDeduplicateKeepLastRowFunction: the last row
+    # A window aggregate's accumulators per key and window: WindowAggOperator's processor (AbstractWindowAggProcessor
+    # on 1.20, AbstractSyncStateWindowAggProcessor on 2.x) declares ValueState "window-aggs" with its accSerializer;
+    # the legacy group window (WindowOperator) with new RowDataSerializer(accumulatorTypes)
+    "window-aggs": ("windowProcessor.accSerializer", "accumulatorTypes"),
 }
 # Functions whose state is not a row: KeepFirstRow keeps only a flag that a row was seen.
 _FUNCTION_STATE = {

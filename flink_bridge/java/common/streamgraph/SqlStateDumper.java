@@ -6,8 +6,11 @@ import org.apache.flink.streaming.api.graph.StreamNode;
 import org.apache.flink.streaming.api.operators.AbstractUdfStreamOperator;
 import org.apache.flink.streaming.api.operators.SimpleOperatorFactory;
 import org.apache.flink.streaming.api.operators.StreamOperatorFactory;
+import org.apache.flink.table.runtime.operators.bundle.AbstractMapBundleOperator;
+import org.apache.flink.table.runtime.operators.window.tvf.common.WindowAggOperator;
 import org.apache.flink.table.runtime.typeutils.InternalSerializers;
 import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
+import org.apache.flink.table.runtime.typeutils.RowDataSerializer;
 import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.RowType;
 
@@ -24,7 +27,8 @@ import java.util.TreeMap;
  * state rule (upgrade_gate/gate/sql_state_rules.py): the key serializer (StreamNode's state key
  * serializer, a RowDataSerializer for SQL) and the row types the operator and its function hold
  * for their state (GroupAggFunction#accTypes, the dedup functions' typeInfo, StreamingJoinOperator's
- * leftType/rightType, ...), each as its serializer snapshot class with nested field serializers —
+ * leftType/rightType, a mini-batch aggregate's MiniBatchGroupAggFunction#accTypes, a window aggregate's
+ * processor's accSerializer, ...), each as its serializer snapshot class with nested field serializers —
  * the same classes the savepoint's serialization proxies record — and, for rows, the fields' logical
  * types ({@code logical_types}), which RowDataSerializerSnapshot#resolveSchemaCompatibility
  * compares. Written beside the spec (top-level {@code sql_state}), never inside it, so spec files
@@ -38,8 +42,7 @@ public final class SqlStateDumper {
         for (StreamNode n : SpecDumper.sortedNodes(graph)) {
             Object operator = operator(n.getOperatorFactory());
             String cls = operator == null ? factoryClass(n) : operator.getClass().getName();
-            Object function = operator instanceof AbstractUdfStreamOperator
-                    ? ((AbstractUdfStreamOperator<?, ?>) operator).getUserFunction() : null;
+            Object function = function(operator);
             // SQL operators: the table runtime's own, or a DataStream operator (KeyedProcessOperator)
             // running one of its functions (GroupAggFunction, the dedup and rank functions)
             boolean sql = (cls != null && cls.startsWith("org.apache.flink.table."))
@@ -59,6 +62,11 @@ public final class SqlStateDumper {
                     m.put("function_class", function.getClass().getName());
                     collect(function, "function.", types);
                 }
+                Object processor = operator instanceof WindowAggOperator ? field(operator, "windowProcessor") : null;
+                if (processor != null) {
+                    m.put("processor_class", processor.getClass().getName());
+                    collect(processor, "windowProcessor.", types);
+                }
             }
             m.put("types", types);
             out.put(String.valueOf(n.getId()), m);
@@ -75,7 +83,45 @@ public final class SqlStateDumper {
         return factory instanceof SimpleOperatorFactory ? ((SimpleOperatorFactory<?>) factory).getOperator() : null;
     }
 
-    /** Row types held in fields of {@code o} (its class hierarchy): InternalTypeInfo, RowType, LogicalType[]. */
+    /**
+     * The function an operator keeps its keyed state in: a UDF operator's user function (KeyedProcessOperator
+     * running GroupAggFunction, the dedup and rank functions), or a mini-batch operator's bundle function
+     * (AbstractMapBundleOperator#function: MiniBatchGroupAggFunction, MiniBatchGlobalGroupAggFunction, the
+     * mini-batch dedup functions), which is not a UDF operator's, so getUserFunction does not reach it.
+     */
+    private static Object function(Object operator) {
+        if (operator instanceof AbstractUdfStreamOperator) {
+            return ((AbstractUdfStreamOperator<?, ?>) operator).getUserFunction();
+        }
+        return operator instanceof AbstractMapBundleOperator ? field(operator, "function") : null;
+    }
+
+    /**
+     * The value of the field {@code name} declared by {@code o}'s class or a superclass; null when absent. A
+     * window aggregate's state is its processor's (WindowAggOperator#windowProcessor, a WindowProcessor on
+     * 1.20 and a SyncStateWindowProcessor on 2.3; the processor's accSerializer is declared by
+     * AbstractWindowAggProcessor on 1.20, WindowAggProcessorBase on 2.3), a mini-batch aggregate's its
+     * AbstractMapBundleOperator#function: private fields, no getters.
+     */
+    private static Object field(Object o, String name) {
+        for (Class<?> c = o.getClass(); c != null && c != Object.class; c = c.getSuperclass()) {
+            try {
+                Field f = c.getDeclaredField(name);
+                f.setAccessible(true);
+                return f.get(o);
+            } catch (NoSuchFieldException e) {
+                // declared further up
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                return null;
+            }
+        }
+        return null;
+    }
+
+    /**
+     * Row types held in fields of {@code o} (its class hierarchy): InternalTypeInfo, RowType, LogicalType[],
+     * and RowDataSerializer (a window aggregate processor's accSerializer, the serializer of its state).
+     */
     private static void collect(Object o, String prefix, Map<String, Object> types) {
         for (Class<?> c = o.getClass(); c != null && c != Object.class; c = c.getSuperclass()) {
             for (Field f : c.getDeclaredFields()) {
@@ -95,6 +141,8 @@ public final class SqlStateDumper {
                         s = InternalSerializers.create((RowType) v);
                     } else if (v instanceof LogicalType[]) {
                         s = InternalSerializers.create(RowType.of((LogicalType[]) v));
+                    } else if (v instanceof RowDataSerializer) {
+                        s = (RowDataSerializer) v;
                     }
                 } catch (RuntimeException e) {
                     continue;
