@@ -10,12 +10,15 @@ into `.work/flink/<version>/`. Nothing is downloaded twice; the archives are kep
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from hashing.versions import PATCH_RELEASES
@@ -26,6 +29,25 @@ WORK_DIR = Path(os.environ.get("UPGRADE_GATE_WORK", REPO_ROOT / ".work"))
 # The releases we install are hashing/versions.py's PATCH_RELEASES ("major.minor" -> exact release); each
 # is downloaded on first use, `make flink` pre-installs them all.
 _SUBDIRS = ("lib", "opt", "bin", "plugins")
+
+
+@contextlib.contextmanager
+def work_lock(name: str) -> Iterator[None]:
+    """Hold `.work/locks/<name>.lock` exclusively while something under `.work/` is built on first use.
+
+    Builds check a stamp, then build in place: two processes doing that at once (two Airflow tasks exporting
+    jars on a fresh worker, the two test tiers of `make test`) would delete each other's classes or venv
+    half-way. The lock is taken around the check and the build, so the second process finds the first's
+    result. An OS lock (`flock`): released when its holder dies, however it dies.
+    """
+    locks = WORK_DIR / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{name}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class FlinkDistError(RuntimeError):

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flink_bridge.dist import WORK_DIR, FlinkDistError, ensure_flink, release_of
+from flink_bridge.dist import WORK_DIR, FlinkDistError, ensure_flink, release_of, work_lock
 from flink_bridge.jvm import JvmError, JvmTimeout, compile_tool, run_process, run_tool
 from hashing.errors import InputError
 from hashing.versions import DEFAULT, PATCH_RELEASES
@@ -57,14 +57,18 @@ def pyflink_python(release: str) -> Path:
     python = venv / "bin" / "python"
     if (venv / ".installed").is_file():
         return python
-    print(f"[export] creating the PyFlink {release} environment in {venv} (about a minute) ...", file=sys.stderr)
-    ensure_flink(release)  # its apache-flink-libraries archive is reused from the cache
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-    proc = subprocess.run([str(python), "-m", "pip", "install", "-q", "--find-links", str(WORK_DIR / "cache" / "flink"),
-                           f"apache-flink=={release}"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise FlinkDistError(f"installing apache-flink=={release} failed:\n{proc.stderr[-2000:]}")
-    (venv / ".installed").touch()
+    with work_lock(f"pyflink-{release}"):  # a concurrent export may be creating it: wait for it, never --clear it
+        if (venv / ".installed").is_file():
+            return python
+        print(f"[export] creating the PyFlink {release} environment in {venv} (about a minute) ...", file=sys.stderr)
+        ensure_flink(release)  # its apache-flink-libraries archive is reused from the cache
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        proc = subprocess.run([str(python), "-m", "pip", "install", "-q", "--find-links",
+                               str(WORK_DIR / "cache" / "flink"), f"apache-flink=={release}"],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise FlinkDistError(f"installing apache-flink=={release} failed:\n{proc.stderr[-2000:]}")
+        (venv / ".installed").touch()
     return python
 
 

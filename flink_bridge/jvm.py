@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from flink_bridge.dist import WORK_DIR, classpath, release_of
+from flink_bridge.dist import WORK_DIR, classpath, release_of, work_lock
 
 JAVA_SRC = Path(__file__).resolve().parent / "java"
 # Tools that compile another tool's sources along with their own (shared, never copied): the
@@ -171,15 +171,16 @@ def compile_tool(tool: str, version: str) -> Path:
         digest.update(f.read_bytes())
     out = WORK_DIR / "jvm" / release / tool
     stamp = out / ".digest"
-    if stamp.is_file() and stamp.read_text() == digest.hexdigest():
-        return out
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    cmd = ["javac", "-nowarn", "-encoding", "UTF-8", "--release", "17", "-cp", classpath(release), "-d", str(out)]
-    proc = subprocess.run(cmd + [str(f) for f in files], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise JvmError(f"javac failed for {tool} against Flink {release}:\n{proc.stderr[-4000:]}")
-    stamp.write_text(digest.hexdigest())
+    with work_lock(f"jvm-{release}-{tool}"):  # another process may be compiling the same tool right now
+        if stamp.is_file() and stamp.read_text() == digest.hexdigest():
+            return out
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        cmd = ["javac", "-nowarn", "-encoding", "UTF-8", "--release", "17", "-cp", classpath(release), "-d", str(out)]
+        proc = subprocess.run(cmd + [str(f) for f in files], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise JvmError(f"javac failed for {tool} against Flink {release}:\n{proc.stderr[-4000:]}")
+        stamp.write_text(digest.hexdigest())
     return out
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flink_bridge.dist import WORK_DIR, classpath, release_of
+from flink_bridge.dist import WORK_DIR, classpath, release_of, work_lock
 
 SOURCES = Path(__file__).resolve().parent / "jobs" / "upgrade"
 PACKAGE = "ugate.jobs"
@@ -51,8 +51,13 @@ def build_jobs(version: str = "2.3") -> dict[str, Path]:
         digest.update(f.read_bytes())
     out = WORK_DIR / "upgrade-jobs" / release
     jars = {v: out / f"ugate-counter-{v}.jar" for v in VARIANTS}
+    with work_lock(f"upgrade-jobs-{release}"):  # the other test tier may be building them right now
+        return _build(files, out, jars, release, digest.hexdigest())
+
+
+def _build(files: list[Path], out: Path, jars: dict[str, Path], release: str, digest: str) -> dict[str, Path]:
     stamp = out / ".digest"
-    if stamp.is_file() and stamp.read_text() == digest.hexdigest() and all(j.is_file() for j in jars.values()):
+    if stamp.is_file() and stamp.read_text() == digest and all(j.is_file() for j in jars.values()):
         return jars
     shutil.rmtree(out, ignore_errors=True)
     classes = out / "classes"
@@ -66,7 +71,7 @@ def build_jobs(version: str = "2.3") -> dict[str, Path]:
                                "-C", str(classes), "."], capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"jar failed for {variant}:\n{proc.stderr[-2000:]}")
-    stamp.write_text(digest.hexdigest())
+    stamp.write_text(digest)
     return jars
 
 
@@ -83,10 +88,11 @@ def job_graphs(jars: dict[str, Path], variants: tuple[str, ...] | None = None) -
         graph = jar.parent / "graphs" / f"{variant}.json"
         stamp = graph.with_suffix(".source")
         key = f"{jar.stat().st_size}:{jar.stat().st_mtime_ns}"
-        if not (graph.is_file() and stamp.is_file() and stamp.read_text() == key):
-            graph.parent.mkdir(parents=True, exist_ok=True)
-            graph.write_text(json.dumps(export_spec("jar", jar)))
-            stamp.write_text(key)
+        with work_lock(f"upgrade-graph-{jar.parent.name}-{variant}"):
+            if not (graph.is_file() and stamp.is_file() and stamp.read_text() == key):
+                graph.parent.mkdir(parents=True, exist_ok=True)
+                graph.write_text(json.dumps(export_spec("jar", jar)))
+                stamp.write_text(key)
         out[variant] = graph
     return out
 
