@@ -16,9 +16,11 @@ the versions are (the same in Flink 1.20 and 2.3, read from both releases' class
   `getWriterStateSerializer()`: the same element layout as the splits.
 * committables: `CommitterOperator`'s "streaming_committer_raw_states", a `SimpleVersionedListState` over
   `CommittableCollectorSerializer` (Flink's own, version 2 in both releases); the connector's committable serializer
-  version is nested inside it and not read here.
+  version is nested inside it, one per committable (`upgrade_gate.flink.committables`), and that is the version
+  reported for this state.
 
-Only the headers are read (8 bytes per element), through the caller's opener; the savepoint is never written.
+Only the headers are read (8 bytes per element; a committer's elements whole, to reach the nested committables),
+through the caller's opener; the savepoint is never written.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import struct
 from dataclasses import dataclass
 from enum import StrEnum
 
+from upgrade_gate.flink.committables import committable_versions
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 from upgrade_gate.flink.state_meta.streams import MAX_PROXY_BYTES, Opener, StateFileError, local_opener, stream_of
 
@@ -78,7 +81,10 @@ def connector_state_names(op: OperatorState) -> set[str]:
 
 
 def _list_versions(op: OperatorState, name: str, source: str, opener: Opener) -> tuple[list[int], str | None]:
-    """The version header of every element of operator list state `name`, over all subtasks."""
+    """The version header of every element of operator list state `name`, over all subtasks; of a committer's state
+    the versions of the committables nested in each element."""
+    if STATE_NAMES[name] is ConnectorState.COMMITTABLES:
+        return committable_versions(op, name, source, opener)
     versions: list[int] = []
     for s in op.subtask_states.values():
         for h in s.managed_operator_state:
