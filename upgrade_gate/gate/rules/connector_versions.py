@@ -30,6 +30,7 @@ from hashing.errors import InputError
 from upgrade_gate.flink.connector_state import ConnectorState, read_connector_versions
 from upgrade_gate.gate.findings import ConnectorVersionCompared, Finding, Loss, Note, Refused
 from upgrade_gate.gate.rules import RuleContext
+from upgrade_gate.gate.state_roles import KAFKA_STARTING_OFFSETS
 
 __all__ = ["EXPORT_KEYS", "RULE", "connector_serializer_versions", "unknown_connectors"]
 
@@ -56,6 +57,10 @@ def _exported(ctx: RuleContext, nid: int) -> dict[str, Any] | None:
         if key == "class":
             if not isinstance(value, str):
                 raise InputError(f"{where}.class must be a string")
+        elif key == "starting_offsets":  # a KafkaSource's, for the consequence of a lost position (state_roles)
+            if value is not None and value not in KAFKA_STARTING_OFFSETS:
+                raise InputError(f"{where}.starting_offsets must be one of {', '.join(KAFKA_STARTING_OFFSETS)} or "
+                                 f"null, got {value!r}")
         elif key in EXPORT_KEYS.values():
             if value is not None and (type(value) is not int or value < 0):
                 raise InputError(f"{where}.{key} must be a non-negative integer or null, got {value!r}")
