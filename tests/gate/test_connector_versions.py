@@ -124,6 +124,8 @@ def test_an_unknown_connector_is_named_unknown_never_safe_by_default() -> None:
     ("v2", "connector must be an object"),
     ({"split_serializer": "2"}, "connector.split_serializer must be a non-negative integer"),
     ({"split_version": 2}, "unknown field 'split_version'"),
+    ({"class": "org.apache.flink.connector.kafka.source.KafkaSource", "starting_offsets": "newest"},
+     "connector.starting_offsets must be one of earliest, latest, committed, timestamp, specified or null"),
 ])
 def test_a_bad_connector_field_is_exit_2_naming_the_graph(bad: Any, said: str, tmp_path: Path) -> None:
     graph = _graph_with(tmp_path, bad)

@@ -22,6 +22,8 @@ from upgrade_gate.storage.savepoints import load_savepoint
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "savepoints" / "state-schemas" / "kryo-nested"
 OUTCOMES = json.loads((ROOT / "outcomes.json").read_text())
+# the same job with ArrayList registered with Kryo (`--kryo-nested-registered`): written by registration id
+REGISTERED = json.loads((ROOT / "registered-outcomes.json").read_text())
 
 
 def _check(savepoint: Path, flink: str) -> tuple[int, dict]:  # type: ignore[type-arg]
@@ -33,10 +35,11 @@ def _check(savepoint: Path, flink: str) -> tuple[int, dict]:  # type: ignore[typ
     return code, json.loads(out.getvalue())
 
 
-@pytest.mark.parametrize("outcome", OUTCOMES, ids=lambda o: f"{o['savepoint']}-on-{o['restored_on']}")
+@pytest.mark.parametrize("outcome", OUTCOMES + REGISTERED, ids=lambda o: f"{o['savepoint']}-on-{o['restored_on']}")
 def test_verdict_agrees_with_the_real_restore(outcome: dict) -> None:  # type: ignore[type-arg]
     """2.3 restored every key RUNNING but with list elements missing: STATE_CORRUPTED naming the state and the
-    collection Kryo wrote; 1.20 restored every value intact: SAFE."""
+    collection Kryo wrote (by name, or, registered, by registration id: mapped back to the snapshot's
+    registrations); 1.20 restored every value intact: SAFE."""
     flink = ".".join(outcome["restored_on"].split(".")[:2])
     code, doc = _check(ROOT / outcome["savepoint"], flink)
     if set(outcome["states"].values()) == {"OK"}:
@@ -53,25 +56,6 @@ def test_the_snapshot_alone_does_not_show_the_collection() -> None:
     schemas = read_state_schemas(load_savepoint(str(ROOT / "1.20.5" / "hashmap")))
     [m] = [m for m in kryo_misreads(schemas) if m.state.name == "holder"]
     assert m.snapshot.type_name == "ugate.savepoints.KryoNested$Holder" and not m.blocking
-
-
-REGISTERED = json.loads((ROOT / "registered-outcomes.json").read_text())
-
-
-@pytest.mark.parametrize("outcome", REGISTERED, ids=lambda o: f"{o['savepoint']}-on-{o['restored_on']}")
-def test_a_registered_collection_is_followed_by_its_registration_id(outcome: dict) -> None:  # type: ignore[type-arg]
-    """The same job with ArrayList registered with Kryo (`--kryo-nested-registered`): Kryo writes the list's class
-    as its registration id, not its name, and 2.3 misread it just the same (registered-outcomes.json). The gate maps
-    the id back to the registration the snapshot lists and blocks it; 1.20 read every value intact: SAFE."""
-    flink = ".".join(outcome["restored_on"].split(".")[:2])
-    code, doc = _check(ROOT / outcome["savepoint"], flink)
-    if set(outcome["states"].values()) == {"OK"}:
-        assert (code, doc["verdict"]) == (0, "SAFE"), doc["losses"]
-    else:
-        assert outcome["status"] == "RUNNING" and outcome["states"]["holder"].startswith("BAD")
-        assert (code, doc["verdict"]) == (1, "STATE_CORRUPTED")
-        [loss] = doc["losses"]
-        assert loss["state_names"] == ["holder"] and "java.util.ArrayList" in loss["reason"]
 
 
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +146,21 @@ def test_where_a_source_starts_again_is_as_specific_as_its_connector_says(role: 
     assert "skipped" in said[(KAFKA_SOURCE, "latest")] and "read again" not in said[(KAFKA_SOURCE, "latest")]
     assert "committed offsets" in said[(KAFKA_SOURCE, "committed")]
     assert len(set(said.values())) == len(said) - 1  # only the two unknowns read alike
+
+
+def test_the_connector_field_of_the_source_a_lost_position_was_rekeyed_away_from_decides_the_wording(
+        tmp_path: Path) -> None:
+    """The plumbing: the connector class and starting offsets come from the export's `connector` field of the new
+    source the 2.3.0 savepoint's uid and name tie the lost state to (what the field says is the user's graph's)."""
+    sc = BY_NAME[("2.3.0", "source-uid-removed")]
+    doc = json.loads((sc.dir / "graph-b.json").read_text())
+    [source] = [n for n in doc["nodes"] if n.get("factory") == "source"]
+    source["connector"] = {"class": KAFKA_SOURCE, "starting_offsets": "latest"}
+    graph = tmp_path / "graph-b.json"
+    graph.write_text(json.dumps(doc))
+    res = check_upgrade(load_savepoint(str(sc.savepoint)), graph, flink_version=sc.flink_version,
+                        allow_non_restored_state=True)
+    [loss] = res.to_json()["losses"]
+    assert loss["consequence"] == consequence(Role.SOURCE_POSITION, loss["name"],
+                                              start=SourceStart(KAFKA_SOURCE, "latest"))
+    assert "skipped (never processed)" in loss["consequence"]

@@ -25,9 +25,9 @@ subtask's requests (three ints in 1.20, two in 2.3) do not matter.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
-from upgrade_gate.flink.metadata.model import OperatorState
-from upgrade_gate.flink.state_meta.streams import MAX_PROXY_BYTES, Opener, StateFileError, stream_of
+from upgrade_gate.flink.state_meta.streams import MAX_PROXY_BYTES, Opener, StateFileError, StreamRef
 
 __all__ = ["COLLECTOR_VERSION", "MAGIC", "committable_versions", "parse_collector"]
 
@@ -80,40 +80,33 @@ def parse_collector(data: bytes, start: int, end: int) -> list[int]:
     return versions
 
 
-def committable_versions(op: OperatorState, name: str, source: str, opener: Opener) -> tuple[list[int], str | None]:
-    """The committable version of every committable in operator list state `name` (a committer's), over all
-    subtasks, and why they could not be read, else None."""
+def committable_versions(ref: StreamRef, offsets: Sequence[int], name: str,
+                         opener: Opener) -> tuple[list[int], str | None]:
+    """The committable version of every committable in the elements of a committer's list state `name` at
+    `offsets` of stream `ref`, and why they could not all be read, else None."""
     versions: list[int] = []
-    for s in op.subtask_states.values():
-        for h in s.managed_operator_state:
-            meta = h.state_name_to_partition_offsets.get(name)
-            if meta is None or not meta.offsets:
-                continue
-            ref = stream_of(h.delegate, source)
-            if ref is None:
-                continue
-            try:
-                data, _ = opener(ref, max(meta.offsets) + 4)
-                if max(meta.offsets) + 4 > len(data):
-                    return versions, f"{ref.source}: list state {name} is past the stream's end"
-                need = max(off + 4 + struct.unpack_from(">i", data, off)[0] for off in meta.offsets)
-                if need > MAX_PROXY_BYTES:
-                    return versions, f"{ref.source}: list state {name} ends past {MAX_PROXY_BYTES} bytes"
-                if need > len(data):
-                    data, _ = opener(ref, need)
-            except StateFileError as exc:
-                return versions, str(exc)
-            for off in meta.offsets:
-                (length,) = struct.unpack_from(">i", data, off)
-                end = off + 4 + length
-                if end > len(data) or length < 8:
-                    return versions, f"{ref.source}: element of {name} at offset {off} is past the stream's end"
-                collector, inner = struct.unpack_from(">ii", data, off + 4)
-                if collector != COLLECTOR_VERSION:
-                    return versions, (f"committer state written with CommittableCollectorSerializer version "
-                                      f"{collector} (a 1.14 StreamingCommitterState): its committables are not read")
-                try:
-                    versions.extend(parse_collector(data, off + 12, min(end, off + 12 + inner)))
-                except _Corrupt as exc:
-                    return versions, f"{ref.source}: element of {name} at offset {off}: {exc}"
+    try:
+        data, _ = opener(ref, max(offsets) + 4)
+        if max(offsets) + 4 > len(data):
+            return versions, f"{ref.source}: list state {name} is past the stream's end"
+        need = max(off + 4 + struct.unpack_from(">i", data, off)[0] for off in offsets)
+        if need > MAX_PROXY_BYTES:
+            return versions, f"{ref.source}: list state {name} ends past {MAX_PROXY_BYTES} bytes"
+        if need > len(data):
+            data, _ = opener(ref, need)
+    except StateFileError as exc:
+        return versions, str(exc)
+    for off in offsets:
+        (length,) = struct.unpack_from(">i", data, off)
+        end = off + 4 + length
+        if end > len(data) or length < 8:
+            return versions, f"{ref.source}: element of {name} at offset {off} is past the stream's end"
+        collector, inner = struct.unpack_from(">ii", data, off + 4)
+        if collector != COLLECTOR_VERSION:
+            return versions, (f"committer state written with CommittableCollectorSerializer version {collector} "
+                              f"(a 1.14 StreamingCommitterState): its committables are not read")
+        try:
+            versions.extend(parse_collector(data, off + 12, min(end, off + 12 + inner)))
+        except _Corrupt as exc:
+            return versions, f"{ref.source}: element of {name} at offset {off}: {exc}"
     return versions, None

@@ -58,8 +58,9 @@ SPLITS_STATE = "SourceReaderState"
 @dataclass(frozen=True, slots=True)
 class WrittenVersions:
     """The serializer versions one connector state of one savepoint operator was written with. `versions`: the
-    distinct versions of its elements, ascending (empty: no element, e.g. every split finished); `unread`: why the
-    headers could not be read (a missing state file), else None."""
+    distinct versions of its elements, ascending (empty: no element, e.g. every split finished); `elements`: how many
+    (of a committer's state: how many committables, the collector's own elements do not count); `unread`: why the
+    headers could not be read (a missing state file, a layout not read), else None."""
 
     operator_id: str
     name: str | None
@@ -83,8 +84,6 @@ def connector_state_names(op: OperatorState) -> set[str]:
 def _list_versions(op: OperatorState, name: str, source: str, opener: Opener) -> tuple[list[int], str | None]:
     """The version header of every element of operator list state `name`, over all subtasks; of a committer's state
     the versions of the committables nested in each element."""
-    if STATE_NAMES[name] is ConnectorState.COMMITTABLES:
-        return committable_versions(op, name, source, opener)
     versions: list[int] = []
     for s in op.subtask_states.values():
         for h in s.managed_operator_state:
@@ -93,6 +92,12 @@ def _list_versions(op: OperatorState, name: str, source: str, opener: Opener) ->
                 continue
             ref = stream_of(h.delegate, source)
             if ref is None:
+                continue
+            if STATE_NAMES[name] is ConnectorState.COMMITTABLES:
+                found, unread = committable_versions(ref, meta.offsets, name, opener)
+                versions += found
+                if unread is not None:
+                    return versions, unread
                 continue
             need = max(meta.offsets) + 8
             if need > MAX_PROXY_BYTES:
