@@ -9,9 +9,13 @@ the new reader does not know), and the same versions as the control. Kept under
 headers are in `_metadata`), the outcomes (Flink's root cause for each failed restore) in `outcomes.json`. The gate's
 connector serializer rule (`upgrade_gate/gate/rules/connector_versions.py`) is tested against these. A FileSink's
 savepoint (`file-sink`: writer and committer state) is kept beside them with the versions FileSink's own serializers
-report (`sinks.json`), for the header reader.
+report (`sinks.json`), for the header reader. A Sink V2 committer's committables get the same treatment as the
+source's serializers: a FileSink whose committable serializer reports the version it is given
+(`ConnectorVersions$VersionedCommitSink`), one savepoint per written version (`commit-v1`, `commit-v2`: the
+committables are nested inside Flink's CommittableCollectorSerializer layout) restored by an upgraded, a downgraded
+and the same committable serializer; their outcomes in `committables.json`.
 
-Usage: python -m flink_bridge.generate_connector_versions [--versions 2.3 1.20]
+Usage: python -m flink_bridge.generate_connector_versions [--versions 2.3 1.20] [--only sources|committables]
 """
 
 from __future__ import annotations
@@ -38,6 +42,13 @@ RESTORES = (
     ("split-v2", (1, 1), "split serializer downgrade"),
     ("split-v1", (1, 2), "enumerator serializer upgrade"),
     ("enum-v2", (1, 1), "enumerator serializer downgrade"),
+)
+# case -> the committable serializer version a FileSink's committables are written with; then the restores
+COMMIT_WRITTEN = {"commit-v1": 1, "commit-v2": 2}
+COMMIT_RESTORES = (
+    ("commit-v1", 1, "same versions"),
+    ("commit-v1", 2, "committable serializer upgrade"),
+    ("commit-v2", 1, "committable serializer downgrade"),
 )
 
 
@@ -80,18 +91,60 @@ def record(version: str, out: Path = OUT) -> list[dict]:
     return outcomes
 
 
+def record_committables(version: str, out: Path = OUT) -> list[dict]:
+    """Write the committer savepoints of `COMMIT_WRITTEN` with Flink `version`, restore each as `COMMIT_RESTORES`
+    says; the outcomes."""
+    release = release_of(version)
+    ensure_flink(release)
+    stage = WORK_DIR / "connector-versions-stage" / f"{release}-commit"
+    shutil.rmtree(stage, ignore_errors=True)
+    tasks = [f"commit-write:{stage / case}:{v}" for case, v in COMMIT_WRITTEN.items()]
+    for line in run_java(version, "ugate.savepoints.ConnectorVersions", tasks, timeout=900).splitlines():
+        task, _, result = line.partition("\t")
+        if task.startswith("commit-write:"):
+            if result.startswith("ERROR"):
+                raise RuntimeError(f"{task}: {result}")
+            _keep(_local(result), out / release / Path(task.split(":")[1]).name, False)
+    # restored while the staged pending part files still exist: the upgrade and the control commit them
+    tasks = [f"commit-restore:{out / release / case}:{v}" for case, v, _ in COMMIT_RESTORES]
+    lines = [ln for ln in run_java(version, "ugate.savepoints.ConnectorVersions", tasks, timeout=900).splitlines()
+             if ln.startswith("commit-restore:")]
+    outcomes = []
+    for (case, v, what), line in zip(COMMIT_RESTORES, lines, strict=True):
+        result = line.partition("\t")[2]
+        if result.startswith("ERROR"):
+            raise RuntimeError(line)
+        doc = json.loads(result)
+        outcomes.append({"release": release, "savepoint": case, "written": {"committable": COMMIT_WRITTEN[case]},
+                         "restored_with": {"committable": v}, "change": what, **doc})
+        print(f"[connector-versions] {release} {case} -> committable v{v}: {doc['status']} {doc['error'] or ''}",
+              file=sys.stderr)
+    shutil.rmtree(stage, ignore_errors=True)
+    return outcomes
+
+
+def _merge(dest: Path, versions: list[str], new: list[dict]) -> list[dict]:
+    """`dest`'s outcomes of the other releases, then `new`; written back sorted."""
+    releases = {release_of(v) for v in versions}
+    kept = [o for o in (json.loads(dest.read_text()) if dest.is_file() else []) if o["release"] not in releases]
+    outcomes = sorted(kept + new, key=lambda o: (o["release"], o["savepoint"], o["change"]))
+    dest.write_text(json.dumps(outcomes, indent=1) + "\n")
+    return outcomes
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--versions", nargs="+", default=["2.3", "1.20"])
+    ap.add_argument("--only", choices=["sources", "committables"], help="regenerate only these fixtures")
     args = ap.parse_args(argv)
     started = time.monotonic()
-    dest = OUT / "outcomes.json"
-    kept = [o for o in (json.loads(dest.read_text()) if dest.is_file() else [])
-            if o["release"] not in {release_of(v) for v in args.versions}]
-    outcomes = kept + [o for v in args.versions for o in record(v)]
-    outcomes.sort(key=lambda o: (o["release"], o["savepoint"], o["change"]))
-    dest.write_text(json.dumps(outcomes, indent=1) + "\n")
-    print(f"[connector-versions] {len(outcomes)} restores in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    restores = 0
+    if args.only != "committables":
+        restores += len(_merge(OUT / "outcomes.json", args.versions, [o for v in args.versions for o in record(v)]))
+    if args.only != "sources":
+        restores += len(_merge(OUT / "committables.json", args.versions,
+                               [o for v in args.versions for o in record_committables(v)]))
+    print(f"[connector-versions] {restores} restores in {time.monotonic() - started:.0f} s", file=sys.stderr)
     return 0
 
 

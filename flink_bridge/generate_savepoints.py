@@ -382,9 +382,16 @@ def write_ttl_changes(versions: list[str], out: Path = TTL_CHANGE_DIR) -> Path:
 KRYO_NESTED_DIR = STATE_SCHEMA_DIR / "kryo-nested"
 
 
-def write_kryo_nested(out: Path = KRYO_NESTED_DIR) -> Path:
+# variant -> (prefix of its savepoint directories, its outcomes file): with ArrayList registered, Kryo writes the
+# list's class by registration id (KryoNested#config)
+KRYO_NESTED_VARIANTS = {"kryo-nested": ("", "outcomes.json"),
+                        "kryo-nested-registered": ("registered-", "registered-outcomes.json")}
+
+
+def write_kryo_nested(out: Path = KRYO_NESTED_DIR, variant: str = "kryo-nested") -> Path:
     """A Kryo-serialized non-POJO class holding an ArrayList (KryoNested.java): written by 1.20 on both backends,
-    restored by 2.3 (Kryo 2 -> 5) and, as the control, by 1.20, every key's value read back: outcomes.json."""
+    restored by 2.3 (Kryo 2 -> 5) and, as the control, by 1.20, every key's value read back: outcomes.json (the
+    registered variant: `registered-<backend>/`, registered-outcomes.json)."""
     import json
     import time
 
@@ -395,16 +402,17 @@ def write_kryo_nested(out: Path = KRYO_NESTED_DIR) -> Path:
     for v in (writer, reader):
         ensure_flink(release_of(v))
     written = release_of(writer)
-    tasks = [f"write:{stage / b}:{b}:kryo-nested" for b in SCHEMA_CHANGE_BACKENDS]
+    prefix, outcomes_file = KRYO_NESTED_VARIANTS[variant]
+    tasks = [f"write:{stage / b}:{b}:{variant}" for b in SCHEMA_CHANGE_BACKENDS]
     for line in run_java(writer, "ugate.savepoints.KryoNested", tasks, timeout=900).splitlines():
         task, _, result = line.partition("\t")
         if task.startswith("write:"):
             if result.startswith("ERROR"):
                 raise RuntimeError(f"{task}: {result}")
-            _keep(_local(result), out / written / task.split(":")[2], False)
+            _keep(_local(result), out / written / f"{prefix}{task.split(':')[2]}", False)
     outcomes = []
     for target in (reader, writer):
-        tasks = [f"restore:{out / written / b}:{b}:kryo-nested" for b in SCHEMA_CHANGE_BACKENDS]
+        tasks = [f"restore:{out / written / f'{prefix}{b}'}:{b}:{variant}" for b in SCHEMA_CHANGE_BACKENDS]
         for line in run_java(target, "ugate.savepoints.KryoNested", tasks, timeout=900).splitlines():
             task, _, result = line.partition("\t")
             if not task.startswith("restore:"):
@@ -413,11 +421,11 @@ def write_kryo_nested(out: Path = KRYO_NESTED_DIR) -> Path:
                 raise RuntimeError(f"{task}: {result}")
             backend = task.split(":")[2]
             doc = json.loads(result)
-            outcomes.append({"savepoint": f"{written}/{backend}", "restored_on": release_of(target),
+            outcomes.append({"savepoint": f"{written}/{prefix}{backend}", "restored_on": release_of(target),
                              "backend": backend, **doc})
             print(f"[kryo-nested] {written}/{backend} on {release_of(target)}: {doc}", file=sys.stderr)
     shutil.rmtree(stage, ignore_errors=True)
-    dest = out / "outcomes.json"
+    dest = out / outcomes_file
     dest.write_text(json.dumps(outcomes, indent=1) + "\n")
     print(f"[kryo-nested] {len(outcomes)} restores in {time.monotonic() - started:.0f} s", file=sys.stderr)
     return dest
@@ -519,14 +527,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="same-version State TTL changes (on, off, duration) per state kind and backend")
     ap.add_argument("--kryo-nested", action="store_true",
                     help="a Kryo non-POJO holding an ArrayList: written by 1.20, restored by 2.3 and 1.20")
+    ap.add_argument("--kryo-nested-registered", action="store_true",
+                    help="the same with ArrayList registered with Kryo (written by registration id)")
     ap.add_argument("--config-checks", action="store_true",
                     help="start jobs on state-schemas/config/* with 1.20 and 2.3; diff the releases' ConfigOptions")
     args = ap.parse_args(argv)
     if args.config_checks:
         print(record_config_checks())
         return 0
-    if args.kryo_nested:
-        print(write_kryo_nested())
+    if args.kryo_nested or args.kryo_nested_registered:
+        if args.kryo_nested:
+            print(write_kryo_nested())
+        if args.kryo_nested_registered:
+            print(write_kryo_nested(variant="kryo-nested-registered"))
         return 0
     if args.ttl_changes:
         versions = args.versions if args.versions != list(VERSIONS) else list(STATE_SCHEMA_VERSIONS)

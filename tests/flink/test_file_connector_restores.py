@@ -72,9 +72,14 @@ def test_a_rekeyed_file_source_reads_everything_again_as_the_gate_says(
     loss, name = _loss(doc, "SourceReaderState")
     assert loss["role"] == "source position"
     assert loss["state_roles"] == {"SourceReaderState": "source position", "coordinator": "source enumerator"}
-    assert loss["consequence"].startswith(f"source '{name}' forgets how far it read and starts at its "
-                                          "configured startup position: records it already read are read again "
-                                          "(duplicates downstream)")
+    # v2's graph names the FileSource (ConnectorDumper, as the export writes it); the 1.x savepoint records no uid
+    # or name, so which new source the lost state belonged to is not known there and the startup mode is named
+    if version.startswith("2."):
+        assert loss["consequence"].startswith(f"source '{name}' forgets how far it read and reads every file under "
+                                              "its paths again from the start (a FileSource has no startup mode")
+    else:
+        assert "starts wherever its configured startup mode says" in loss["consequence"]
+    assert "records it already read are read again (duplicates downstream)" in loss["consequence"]
 
 
 @pytest.mark.parametrize("version", RELEASES)

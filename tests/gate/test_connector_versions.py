@@ -124,6 +124,8 @@ def test_an_unknown_connector_is_named_unknown_never_safe_by_default() -> None:
     ("v2", "connector must be an object"),
     ({"split_serializer": "2"}, "connector.split_serializer must be a non-negative integer"),
     ({"split_version": 2}, "unknown field 'split_version'"),
+    ({"class": "org.apache.flink.connector.kafka.source.KafkaSource", "starting_offsets": "newest"},
+     "connector.starting_offsets must be one of earliest, latest, committed, timestamp, specified or null"),
 ])
 def test_a_bad_connector_field_is_exit_2_naming_the_graph(bad: Any, said: str, tmp_path: Path) -> None:
     graph = _graph_with(tmp_path, bad)
@@ -140,12 +142,14 @@ SINKS: dict[str, dict[str, int]] = json.loads((ROOT / "sinks.json").read_text())
 @pytest.mark.parametrize("release", sorted(SINKS))
 def test_a_file_sinks_writer_and_committer_headers_are_read(release: str) -> None:
     """A real FileSink savepoint: the writer state's header is the version FileSink#getWriterStateSerializer()
-    reported in that run; the committer state's is Flink's own CommittableCollectorSerializer version (the
-    connector's committable version is nested deeper and not read)."""
+    reported in that run. Its row-format part file was still in progress (DefaultRollingPolicy does not roll on a
+    checkpoint), so the committer's state is Flink's CommittableCollectorSerializer layout holding no committable:
+    no committable version, and nothing unread."""
     found = {w.state: w for w in read_connector_versions(load_savepoint(str(ROOT / release / "file-sink")))}
     writer, committer = found[ConnectorState.WRITER_STATE], found[ConnectorState.COMMITTABLES]
     assert (writer.state_name, writer.versions) == ("writer_raw_states", (SINKS[release]["writer_state_serializer"],))
-    assert committer.state_name == "streaming_committer_raw_states" and committer.elements >= 1
+    assert (committer.state_name, committer.versions, committer.elements, committer.unread) == (
+        "streaming_committer_raw_states", (), 0, None)
     assert found[ConnectorState.SPLITS].versions == (1,)
 
 
@@ -161,3 +165,74 @@ def test_the_table_shows_each_connector_state_and_the_downgrade(tmp_path: Path) 
     assert (f"Source: numbers: SourceReaderState (splits) written v2, new connector reads v1 (export, {CONNECTOR}): "
             f"reader older") in text
     assert "Source: numbers: coordinator (enumerator) written v1, new connector reads v1" in text
+
+
+COMMITS: list[dict[str, Any]] = json.loads((ROOT / "committables.json").read_text())
+COMMIT_GRAPH = json.loads((ROOT / "graph-commit.json").read_text())
+SINK = "ugate.savepoints.ConnectorVersions$VersionedCommitSink"
+
+
+def _commit_graph_with(tmp_path: Path, release: str, committable: int) -> Path:
+    """The committing job's graph as the export writes it: every connector node with the versions it reads (the
+    writer state's is FileSink's own, as recorded in that run: sinks.json)."""
+    doc = json.loads(json.dumps(COMMIT_GRAPH))
+    by_id = {n["id"]: n for n in doc["nodes"]}
+    by_id[1]["connector"] = {"class": CONNECTOR, "split_serializer": 1, "enumerator_serializer": 1}
+    by_id[4]["connector"] = {"class": SINK, "writer_state_serializer": SINKS[release]["writer_state_serializer"],
+                             "committable_serializer": committable}
+    by_id[5]["connector"] = {"class": SINK, "committable_serializer": committable}
+    path = tmp_path / "graph-commit.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("case", sorted({(o["release"], o["savepoint"]) for o in COMMITS}), ids="/".join)
+def test_the_committable_version_nested_in_the_committer_state_is_read(case: tuple[str, str]) -> None:
+    """Inside Flink's CommittableCollectorSerializer layout (version 2 in 1.20.5 and 2.3.0 alike) the committable's
+    own header is the version the sink's committable serializer reported when Flink wrote the savepoint."""
+    release, name = case
+    [written] = {o["written"]["committable"] for o in COMMITS if (o["release"], o["savepoint"]) == case}
+    found = {w.state: w for w in read_connector_versions(load_savepoint(str(ROOT / release / name)))}
+    committer = found[ConnectorState.COMMITTABLES]
+    assert (committer.state_name, committer.versions, committer.unread) == (
+        "streaming_committer_raw_states", (written,), None)
+    assert committer.uid in (None, "Sink Committer: files") and committer.elements >= 1
+
+
+@pytest.mark.parametrize("how", ["export", "new-job savepoint"])
+@pytest.mark.parametrize("outcome", COMMITS,
+                         ids=lambda o: f"{o['release']}-{o['savepoint']}-{o['change'].replace(' ', '-')}")
+def test_committable_verdict_agrees_with_the_real_restore(outcome: dict[str, Any], how: str, tmp_path: Path) -> None:
+    """A FileSink whose committable serializer was downgraded: Flink failed the restore (the committer could not read
+    a committable written with a newer version), the gate says RESTORE_FAILS on the committer's state; an upgrade or
+    the same version restored and ran, the gate says SAFE (the upgrade with a warning)."""
+    release, new = outcome["release"], outcome["restored_with"]["committable"]
+    args = ["--savepoint", str(ROOT / release / outcome["savepoint"]), "--flink-version", _flink(release)]
+    if how == "export":
+        args += ["--graph", str(_commit_graph_with(tmp_path, release, new))]
+    else:
+        [case] = {o["savepoint"] for o in COMMITS if o["written"]["committable"] == new}
+        args += ["--graph", str(ROOT / "graph-commit.json"), "--new-job-savepoint", str(ROOT / release / case)]
+    code, doc, err = _check(args)
+    assert code in (0, 1), err
+    [row] = [r for r in doc["serializer_versions"] if r["state"] == "committables"]
+    assert (row["written"], row["reader"], row["reader_from"]) == ([outcome["written"]["committable"]], new, how)
+    assert [r["outcome"] for r in doc["serializer_versions"] if r["state"] != "committables"] == ["same"] * 3
+    if outcome["status"] == "FAILED":
+        # Flink's root cause: the connector's serializer refused the committable's version inside
+        # CommittableCollectorSerializer (recorded in committables.json)
+        assert "CommittableCollectorSerializer" in outcome["error"] and "Unknown version" in outcome["error"]
+        assert (code, doc["verdict"], doc["restore_succeeds"], row["outcome"]) == (
+            1, "RESTORE_FAILS", False, "reader older")
+        assert "streaming_committer_raw_states" in doc["flink_error"] and "CommittableCollectorSerializer" in \
+            doc["flink_error"]
+        [loss] = doc["losses"]
+        assert loss["state_names"] == ["streaming_committer_raw_states"] and loss["role"] == "sink committer"
+    else:
+        assert outcome["status"] == "RUNNING" and outcome["serializer_threw"] is None
+        assert (code, doc["verdict"], doc["restore_succeeds"]) == (0, "SAFE", True), doc["losses"]
+        if new > outcome["written"]["committable"]:
+            assert row["outcome"] == "reader newer"
+            assert any(f"must read version {outcome['written']['committable']}" in w for w in doc["warnings"])
+        else:
+            assert row["outcome"] == "same"

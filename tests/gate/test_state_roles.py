@@ -10,11 +10,21 @@ from __future__ import annotations
 
 import html
 import json
+from pathlib import Path
 
 import pytest
 
 from tests.restore_support import Scenario, scenarios
-from upgrade_gate.gate.state_roles import KNOWN_STATES, Role, role_of
+from upgrade_gate.gate.state_roles import (
+    FILE_SOURCE,
+    KAFKA_SOURCE,
+    KAFKA_STARTING_OFFSETS,
+    KNOWN_STATES,
+    Role,
+    SourceStart,
+    consequence,
+    role_of,
+)
 from upgrade_gate.report.check_table import render_table
 from upgrade_gate.report.html import render_html
 from upgrade_gate.storage.check_inputs import check_upgrade
@@ -39,8 +49,10 @@ def test_a_dropped_source_says_it_reads_again_from_its_startup_position(release:
     assert loss["role"] == Role.SOURCE_POSITION
     assert loss["state_roles"] == {"SourceReaderState": "source position", "coordinator": "source enumerator"}
     said, name = loss["consequence"], loss["name"] or loss["operator_id"]  # a 1.x savepoint records no names
-    assert said.startswith(f"source '{name}' forgets how far it read and starts at its configured startup "
-                           f"position: records it already read are read again")
+    # NumberSequenceSource: where it starts again is its own configuration, which the graph does not show
+    assert said.startswith(f"source '{name}' forgets how far it read and starts wherever its configured startup "
+                           f"mode says")
+    assert "from the beginning, records it already read are read again" in said and "from the latest" in said
     assert "What the data goes through" in out["table"] and f"- {name} (source position): {said}" in out["table"]
     assert 'data-role="source position"' in out["html"] and said in out["html"]
 
@@ -116,3 +128,39 @@ def test_the_fleet_counts_blocked_jobs_by_the_role_at_risk() -> None:
     assert doc["jobs_by_role_at_risk"] == {"source position": 1, "operator state": 1}
     assert list(doc["jobs_by_role_at_risk"]) == ["source position", "operator state"]  # most consequential first
     assert json.loads(rows[0]["losses"])[0]["role"] == "source position"
+
+
+@pytest.mark.parametrize("role", [Role.SOURCE_POSITION, Role.SOURCE_ENUMERATOR])
+def test_where_a_source_starts_again_is_as_specific_as_its_connector_says(role: Role) -> None:
+    """A FileSource has no startup mode (it reads its paths again: tests/gate/test_file_connector_consequences.py
+    shows the duplicates real Flink committed); a KafkaSource starts at its configured starting offsets when the
+    export's connector field names them; otherwise the dependency on the configured startup mode is named plainly."""
+    said = {start: consequence(role, "src", start=SourceStart(*start) if start else None) for start in
+            [None, (FILE_SOURCE, None), (KAFKA_SOURCE, None), *((KAFKA_SOURCE, k) for k in KAFKA_STARTING_OFFSETS)]}
+    assert "reads every file under its paths again from the start" in said[(FILE_SOURCE, None)]
+    assert "duplicates downstream" in said[(FILE_SOURCE, None)] and "skipped" not in said[(FILE_SOURCE, None)]
+    for unknown in (None, (KAFKA_SOURCE, None)):
+        assert "starts wherever its configured startup mode says" in said[unknown]
+        assert "read again" in said[unknown] and "skipped" in said[unknown]
+    assert "read again" in said[(KAFKA_SOURCE, "earliest")] and "skipped" not in said[(KAFKA_SOURCE, "earliest")]
+    assert "skipped" in said[(KAFKA_SOURCE, "latest")] and "read again" not in said[(KAFKA_SOURCE, "latest")]
+    assert "committed offsets" in said[(KAFKA_SOURCE, "committed")]
+    assert len(set(said.values())) == len(said) - 1  # only the two unknowns read alike
+
+
+def test_the_connector_field_of_the_source_a_lost_position_was_rekeyed_away_from_decides_the_wording(
+        tmp_path: Path) -> None:
+    """The plumbing: the connector class and starting offsets come from the export's `connector` field of the new
+    source the 2.3.0 savepoint's uid and name tie the lost state to (what the field says is the user's graph's)."""
+    sc = BY_NAME[("2.3.0", "source-uid-removed")]
+    doc = json.loads((sc.dir / "graph-b.json").read_text())
+    [source] = [n for n in doc["nodes"] if n.get("factory") == "source"]
+    source["connector"] = {"class": KAFKA_SOURCE, "starting_offsets": "latest"}
+    graph = tmp_path / "graph-b.json"
+    graph.write_text(json.dumps(doc))
+    res = check_upgrade(load_savepoint(str(sc.savepoint)), graph, flink_version=sc.flink_version,
+                        allow_non_restored_state=True)
+    [loss] = res.to_json()["losses"]
+    assert loss["consequence"] == consequence(Role.SOURCE_POSITION, loss["name"],
+                                              start=SourceStart(KAFKA_SOURCE, "latest"))
+    assert "skipped (never processed)" in loss["consequence"]

@@ -16,9 +16,11 @@ the versions are (the same in Flink 1.20 and 2.3, read from both releases' class
   `getWriterStateSerializer()`: the same element layout as the splits.
 * committables: `CommitterOperator`'s "streaming_committer_raw_states", a `SimpleVersionedListState` over
   `CommittableCollectorSerializer` (Flink's own, version 2 in both releases); the connector's committable serializer
-  version is nested inside it and not read here.
+  version is nested inside it, one per committable (`upgrade_gate.flink.committables`), and that is the version
+  reported for this state.
 
-Only the headers are read (8 bytes per element), through the caller's opener; the savepoint is never written.
+Only the headers are read (8 bytes per element; a committer's elements whole, to reach the nested committables),
+through the caller's opener; the savepoint is never written.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import struct
 from dataclasses import dataclass
 from enum import StrEnum
 
+from upgrade_gate.flink.committables import committable_versions
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 from upgrade_gate.flink.state_meta.streams import MAX_PROXY_BYTES, Opener, StateFileError, local_opener, stream_of
 
@@ -55,8 +58,9 @@ SPLITS_STATE = "SourceReaderState"
 @dataclass(frozen=True, slots=True)
 class WrittenVersions:
     """The serializer versions one connector state of one savepoint operator was written with. `versions`: the
-    distinct versions of its elements, ascending (empty: no element, e.g. every split finished); `unread`: why the
-    headers could not be read (a missing state file), else None."""
+    distinct versions of its elements, ascending (empty: no element, e.g. every split finished); `elements`: how many
+    (of a committer's state: how many committables, the collector's own elements do not count); `unread`: why the
+    headers could not be read (a missing state file, a layout not read), else None."""
 
     operator_id: str
     name: str | None
@@ -78,7 +82,8 @@ def connector_state_names(op: OperatorState) -> set[str]:
 
 
 def _list_versions(op: OperatorState, name: str, source: str, opener: Opener) -> tuple[list[int], str | None]:
-    """The version header of every element of operator list state `name`, over all subtasks."""
+    """The version header of every element of operator list state `name`, over all subtasks; of a committer's state
+    the versions of the committables nested in each element."""
     versions: list[int] = []
     for s in op.subtask_states.values():
         for h in s.managed_operator_state:
@@ -87,6 +92,12 @@ def _list_versions(op: OperatorState, name: str, source: str, opener: Opener) ->
                 continue
             ref = stream_of(h.delegate, source)
             if ref is None:
+                continue
+            if STATE_NAMES[name] is ConnectorState.COMMITTABLES:
+                found, unread = committable_versions(ref, meta.offsets, name, opener)
+                versions += found
+                if unread is not None:
+                    return versions, unread
                 continue
             need = max(meta.offsets) + 8
             if need > MAX_PROXY_BYTES:

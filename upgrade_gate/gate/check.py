@@ -349,23 +349,32 @@ def _with_roles(inputs: CheckInputs, facts: SavepointFacts, shown: Simulation, f
             return None, bool(side.sql_state)
         return not old.graph.in_edges[w], bool(old.sql_state) and str(w) in (old.sql_state or {})
 
-    # a lost state re-keyed away from an operator of the new job: that operator starts empty, told it was restored
-    moved = ({} if o.restore_path is RestorePath.EMPTY or not restored_empty.receivers(shown) else
-             restored_empty.rekeyed(found.lost_states, shown, side.graph))
+    # a lost state re-keyed away from an operator of the new job (a source under a new uid): its connector
+    moved = restored_empty.rekeyed(found.lost_states, shown, side.graph)
 
-    def roles(oid: str, names: tuple[str, ...] | list[str], name: str | None, whole: bool = False) -> StateRoles:
+    def start_of(oid: str) -> state_roles.SourceStart | None:
+        """The export's `connector` field of the node that takes the state, or that it was re-keyed away from, else
+        of its writer in the old job: what decides where a source that lost its position starts."""
+        nid = received.get(oid, moved.get(oid))
+        connector = side.extras.get(nid, {}).get("connector") if nid is not None else None
+        if connector is None and old is not None:
+            w = sql_meaning.writers(facts, old, o.hasher, o.flink_version).get(by_hex.get(oid, b""))
+            connector = old.extras.get(w, {}).get("connector") if w is not None else None
+        if not isinstance(connector, dict):
+            return None
+        return state_roles.SourceStart(connector.get("class"), connector.get("starting_offsets"))
+
+    def roles(oid: str, names: tuple[str, ...] | list[str], name: str | None) -> StateRoles:
         source, in_sql = node_of(oid)
-        to = side.graph.by_id[moved[oid]].name if whole and oid in moved else None
-        role, said, states = state_roles.describe(names, name or oid, source=source, sql=in_sql, rekeyed_to=to,
-                                                  stopped=stopped)
+        role, said, states = state_roles.describe(names, name or oid, source=source, sql=in_sql, stopped=stopped,
+                                                  start=start_of(oid))
         return StateRoles(str(role), said, states)
 
     # a misrouted state's loss is named after its receiver (the row of the table), but the operator that goes
     # without it is its owner: the writer when the old graph or the savepoint names it, else its operator id
     owners = {m.state.operator_id_hex: (m.writer or {}).get("name") or m.state.name or m.state.operator_id_hex
               for m in found.wrong_receiver}
-    losses = [dataclasses.replace(x, roles=roles(x.operator_id, x.names, owners.get(x.operator_id, x.name),
-                                                 x.orphaned and x.state is not None))
+    losses = [dataclasses.replace(x, roles=roles(x.operator_id, x.names, owners.get(x.operator_id, x.name)))
               for x in found.losses]
     wrong = [dataclasses.replace(m, roles=roles(m.state.operator_id_hex, state_names(m.state), m.state.name))
              for m in found.wrong_receiver]

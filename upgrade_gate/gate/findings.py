@@ -244,7 +244,9 @@ class ConnectorVersionCompared:
                  if w.state is ConnectorState.ENUMERATOR else "at task start (SourceOperator#open)"
                  if w.state is ConnectorState.SPLITS else
                  "at task start (StatefulSinkWriterStateHandler reads it through the same SimpleVersionedListState "
-                 "as a source's splits)" if w.state is ConnectorState.WRITER_STATE else "at task start")
+                 "as a source's splits)" if w.state is ConnectorState.WRITER_STATE else
+                 "at task start (CommitterOperator#initializeState reads each committable through Flink's "
+                 "CommittableCollectorSerializer)" if w.state is ConnectorState.COMMITTABLES else "at task start")
         if outcome == "reader older":
             return (f"{w.state_name} ({w.state}) of {who} was written with serializer version {versions}; {by} "
                     f"reads version {self.reader} and cannot know a newer one: the restore fails {where} "

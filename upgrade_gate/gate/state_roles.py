@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["KNOWN_STATES", "KnownState", "Role", "consequence", "describe", "restored_empty", "role_of",
-           "stopped_savepoint"]
+__all__ = ["FILE_SOURCE", "KAFKA_SOURCE", "KAFKA_STARTING_OFFSETS", "KNOWN_STATES", "KnownState", "Role",
+           "SourceStart", "consequence", "describe", "restored_empty", "role_of", "stopped_savepoint"]
 
 
 class Role(StrEnum):
@@ -115,11 +115,62 @@ def role_of(name: str, *, source: bool | None, sql: bool) -> Role:
     return Role.SOURCE_UNKNOWN if source else Role.USER_STATE
 
 
-def consequence(role: Role, operator: str, *, stopped: bool | None = None) -> str:
+@dataclass(frozen=True, slots=True)
+class SourceStart:
+    """What decides where a source that lost its position starts: its connector class and, for a KafkaSource, the
+    starting offsets, both from the graph export's `connector` field (docs/graph-spec.md); None: not known."""
+
+    connector: str | None = None
+    starting_offsets: str | None = None
+
+
+FILE_SOURCE = "org.apache.flink.connector.file.src.FileSource"
+KAFKA_SOURCE = "org.apache.flink.connector.kafka.source.KafkaSource"
+# KafkaSourceBuilder#setStartingOffsets(OffsetsInitializer): where each partition starts without restored splits
+_KAFKA_STARTS: dict[str, str] = {
+    "earliest": "at the earliest retained offsets (its configured starting offsets): records it already read are "
+                "read again (duplicates downstream)",
+    "latest": "at the latest offsets (its configured starting offsets): records it had not read yet, and those "
+              "produced until it runs again, are skipped (never processed)",
+    "committed": "at its consumer group's committed offsets (its configured starting offsets): KafkaSource commits "
+                 "them when a checkpoint completes (by default), so the records read since the last commit are read "
+                 "again (duplicates downstream); a partition with no committed offset starts where the reset "
+                 "strategy says",
+    "timestamp": "at the offsets of its configured start timestamp: records after it that it already read are read "
+                 "again (duplicates), records before it that it had not read are skipped",
+    "specified": "at the offsets it was configured with: records after them that it already read are read again "
+                 "(duplicates), records before them that it had not read are skipped",
+}
+KAFKA_STARTING_OFFSETS = tuple(_KAFKA_STARTS)
+
+
+def _source_restart(start: SourceStart | None) -> str:
+    """Where a source that forgot its position starts again, as specific as its connector and configuration say."""
+    connector = start.connector if start is not None else None
+    if connector == FILE_SOURCE:
+        # FileSource has no startup mode: without restored state its enumerator (StaticFileSplitEnumerator, or
+        # ContinuousFileSplitEnumerator with no processed paths) lists its paths again; measured: docs/guide.md
+        return ("reads every file under its paths again from the start (a FileSource has no startup mode: its "
+                "enumerator lists its paths again): records it already read are read again (duplicates downstream)")
+    if connector == KAFKA_SOURCE and start is not None and start.starting_offsets in _KAFKA_STARTS:
+        return "starts " + _KAFKA_STARTS[start.starting_offsets]
+    return ("starts wherever its configured startup mode says (a setting of the connector, e.g. KafkaSource's "
+            "starting offsets, that the graph does not show): from the beginning, records it already read are read "
+            "again (duplicates downstream); from the latest, records it had not read yet are skipped (never "
+            "processed)")
+
+
+def consequence(role: Role, operator: str, *, stopped: bool | None = None, start: SourceStart | None = None) -> str:
     """What the data goes through when this state is lost, in the words of the people who own the data. `stopped`:
-    the savepoint was taken by stop-with-savepoint (None: not known), which changes what a sink still holds."""
+    the savepoint was taken by stop-with-savepoint (None: not known), which changes what a sink still holds; `start`:
+    what decides where a source starts again."""
     if stopped and role in _STOPPED:
         return _STOPPED[role](operator)
+    if role is Role.SOURCE_POSITION:
+        return f"source '{operator}' forgets how far it read and {_source_restart(start)}"
+    if role is Role.SOURCE_ENUMERATOR:
+        return (f"source '{operator}' forgets which splits it discovered and assigned, discovers them again and "
+                f"{_source_restart(start)}")
     return {
         Role.SINK_COMMITTER: f"sink '{operator}' forgets output it had not committed yet: those records are never "
                              f"committed (pending files stay pending, open transactions linger and block "
@@ -127,13 +178,9 @@ def consequence(role: Role, operator: str, *, stopped: bool | None = None) -> st
         Role.SINK_WRITER: f"sink '{operator}' loses its in-progress output: records in part files it had not "
                           f"rolled (with a size or time rolling policy, everything written since the part file was "
                           f"opened, across checkpoints) and in open transactions are never committed",
-        Role.SOURCE_POSITION: f"source '{operator}' forgets how far it read and starts at its configured startup "
-                              f"position: records it already read are read again (duplicates downstream), or, "
-                              f"starting at the latest, records not yet read are skipped",
-        Role.SOURCE_ENUMERATOR: f"source '{operator}' forgets which splits it discovered and assigned: they are "
-                                f"discovered again from its startup position (read again, or skipped)",
         Role.SOURCE_UNKNOWN: f"source '{operator}' loses state of a connector the gate does not know: most likely "
-                             f"its position, so it restarts at its startup position (records read again or skipped)",
+                             f"its position, so it starts wherever its configured startup mode says (records "
+                             f"read again, or skipped)",
         Role.TIMERS: f"timers of '{operator}' are lost: windows and timeouts they would have fired never fire",
         Role.SQL_STATE: f"SQL operator '{operator}' starts empty: aggregates, joins, deduplication and top-N are "
                         f"computed from new records only, as if the history before the upgrade never happened",
@@ -171,18 +218,17 @@ def restored_empty(operator: str) -> str:
 
 
 def describe(names: list[str] | tuple[str, ...], operator: str, *, source: bool | None,
-             sql: bool, rekeyed_to: str | None = None,
-             stopped: bool | None = None) -> tuple[Role, str, tuple[tuple[str, str], ...]]:
+             sql: bool, stopped: bool | None = None,
+             start: SourceStart | None = None) -> tuple[Role, str, tuple[tuple[str, str], ...]]:
     """The roles of the states a finding names: the most consequential, one consequence sentence per role (most
     consequential first; a source's position and enumerator say the same thing once), and each state's role.
-    `rekeyed_to`: the operator of the new job the state was re-keyed away from, which meets `restored_empty`;
-    `stopped`: the savepoint was taken by stop-with-savepoint (`stopped_savepoint`)."""
+    `stopped`: the savepoint was taken by stop-with-savepoint (`stopped_savepoint`); `start`: what decides where a
+    source starts again. The operator a lost state was re-keyed away from, which starts empty told it was restored,
+    is not repeated here: the restored-empty rule warns about it once (`rules.restored_empty`)."""
     roles = [(n, role_of(n, source=source, sql=sql)) for n in names] or [("", Role.USER_STATE)]
     distinct = sorted({r for _, r in roles}, key=_ORDER.__getitem__)
     if Role.SOURCE_POSITION in distinct and Role.SOURCE_ENUMERATOR in distinct:
         distinct.remove(Role.SOURCE_ENUMERATOR)  # the same data consequence: say it once
-    said = [consequence(r, operator, stopped=stopped) for r in distinct]
-    if rekeyed_to is not None:
-        said.append(restored_empty(rekeyed_to))
+    said = [consequence(r, operator, stopped=stopped, start=start) for r in distinct]
     return (distinct[0], "; ".join(said),
             tuple((n, str(r)) for n, r in roles if n))

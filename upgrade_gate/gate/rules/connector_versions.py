@@ -3,10 +3,11 @@ one wrote? (issue #33, docs/guide.md "Connector serializer versions")
 
 A connector-only upgrade (a new Kafka, Kinesis, file or CDC connector release in the same job) keeps every operator
 ID and every state name, so nothing else in the gate sees it; but the connector's `SimpleVersionedSerializer`s may
-now write another version. The savepoint holds the version each split, enumerator checkpoint and writer state was
-written with (`upgrade_gate.flink.connector_state`); the version the new connector reads comes from the new job's
-graph export (the node's `connector` field: the serializers' `getVersion()` read from its operator factory) or,
-failing that, from a savepoint the new job version wrote (`--new-job-savepoint`).
+now write another version. The savepoint holds the version each split, enumerator checkpoint, writer state and
+committable was written with (`upgrade_gate.flink.connector_state`; a committable's is nested inside Flink's own
+CommittableCollectorSerializer, `upgrade_gate.flink.committables`); the version the new connector reads comes from
+the new job's graph export (the node's `connector` field: the serializers' `getVersion()` read from its operator
+factory) or, failing that, from a savepoint the new job version wrote (`--new-job-savepoint`).
 
 * equal: nothing to say (a row in `serializer_versions[]`);
 * the new reader is newer: a warning naming the operator, state, versions and connector: it must read the old
@@ -29,6 +30,7 @@ from hashing.errors import InputError
 from upgrade_gate.flink.connector_state import ConnectorState, read_connector_versions
 from upgrade_gate.gate.findings import ConnectorVersionCompared, Finding, Loss, Note, Refused
 from upgrade_gate.gate.rules import RuleContext
+from upgrade_gate.gate.state_roles import KAFKA_STARTING_OFFSETS
 
 __all__ = ["EXPORT_KEYS", "RULE", "connector_serializer_versions", "unknown_connectors"]
 
@@ -38,6 +40,7 @@ EXPORT_KEYS: dict[ConnectorState, str] = {
     ConnectorState.SPLITS: "split_serializer",
     ConnectorState.ENUMERATOR: "enumerator_serializer",
     ConnectorState.WRITER_STATE: "writer_state_serializer",
+    ConnectorState.COMMITTABLES: "committable_serializer",
 }
 PROOF = "tests/fixtures/savepoints/connector-versions/outcomes.json"
 
@@ -54,7 +57,11 @@ def _exported(ctx: RuleContext, nid: int) -> dict[str, Any] | None:
         if key == "class":
             if not isinstance(value, str):
                 raise InputError(f"{where}.class must be a string")
-        elif key in EXPORT_KEYS.values() or key == "committable_serializer":
+        elif key == "starting_offsets":  # a KafkaSource's, for the consequence of a lost position (state_roles)
+            if value is not None and value not in KAFKA_STARTING_OFFSETS:
+                raise InputError(f"{where}.starting_offsets must be one of {', '.join(KAFKA_STARTING_OFFSETS)} or "
+                                 f"null, got {value!r}")
+        elif key in EXPORT_KEYS.values():
             if value is not None and (type(value) is not int or value < 0):
                 raise InputError(f"{where}.{key} must be a non-negative integer or null, got {value!r}")
         else:

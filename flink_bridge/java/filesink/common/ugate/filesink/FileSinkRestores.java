@@ -28,6 +28,7 @@ import org.apache.flink.streaming.api.functions.sink.filesystem.rollingpolicies.
 import org.apache.flink.streaming.api.graph.StreamGraph;
 import org.apache.flink.streaming.api.graph.StreamingJobGraphGenerator;
 import upgradegate.bridge.Json;
+import upgradegate.bridge.ConnectorDumper;
 import upgradegate.bridge.SpecDumper;
 
 import java.io.File;
@@ -157,8 +158,10 @@ public final class FileSinkRestores {
         String sourceUid = changed.equals("source") ? "files-v2" : "files";
         String sinkUid = changed.equals("sink") ? "parts-v2" : "parts";
         StreamGraph v2Graph = job(conf, dir, rolling, sourceUid, sinkUid, 1_000, 0);
+        Map<String, Object> v2Spec = SpecDumper.spec(v2Graph);
+        ConnectorDumper.addTo(v2Spec, v2Graph);  // as `upgrade-gate export` writes it: the FileSource's class
         Files.write(new File(dir, "graph-v2.json").toPath(),
-                (Json.write(SpecDumper.spec(v2Graph)) + "\n").getBytes(StandardCharsets.UTF_8));
+                (Json.write(v2Spec) + "\n").getBytes(StandardCharsets.UTF_8));
         JobGraph v2 = StreamingJobGraphGenerator.createJobGraph(job(conf, dir, rolling, sourceUid, sinkUid, 1_000, 0));
         v2.setSavepointRestoreSettings(SavepointRestoreSettings.forPath(pointer, true));
         TAGGED.set(0);

@@ -6,7 +6,17 @@ import org.apache.flink.api.common.serialization.SimpleStringEncoder;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.connector.source.lib.NumberSequenceSource;
 import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.api.connector.sink2.Committer;
+import org.apache.flink.api.connector.sink2.CommitterInitContext;
+import org.apache.flink.api.connector.sink2.SinkWriter;
+import org.apache.flink.api.connector.sink2.StatefulSinkWriter;
+import org.apache.flink.api.connector.sink2.SupportsCommitter;
+import org.apache.flink.api.connector.sink2.SupportsWriterState;
+import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.connector.file.sink.FileSink;
+import org.apache.flink.connector.file.sink.FileSinkCommittable;
+import org.apache.flink.connector.file.sink.writer.FileWriterBucketState;
+import org.apache.flink.streaming.api.functions.sink.filesystem.rollingpolicies.OnCheckpointRollingPolicy;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.core.execution.JobClient;
@@ -36,7 +46,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>Tasks: {@code write:<dir>:<split-version>:<enumerator-version>} (a canonical HashMap savepoint, the job
  * cancelled: prints its path) and {@code restore:<savepoint-dir>:<split-version>:<enumerator-version>} (prints JSON:
  * {@code status} RUNNING with the first number read after the restore, which is past 0 when the split position was
- * restored, or FAILED with Flink's root cause).
+ * restored, or FAILED with Flink's root cause); {@code commit-write:<dir>:<committable-version>} and
+ * {@code commit-restore:<savepoint-dir>:<committable-version>} the same for a sink's committables
+ * ({@link VersionedCommitSink}).
  */
 public final class ConnectorVersions {
     private ConnectorVersions() {}
@@ -53,6 +65,12 @@ public final class ConnectorVersions {
             try {
                 if (p[0].equals("sink")) {
                     out = sink(new File(p[1]));
+                } else if (p[0].equals("commit-write")) {
+                    out = writeCommittables(new File(p[1]), Integer.parseInt(p[2]));
+                } else if (p[0].equals("commit-restore")) {
+                    int committable = Integer.parseInt(p[2]);
+                    File files = java.nio.file.Files.createTempDirectory("ugate-commit-restore").toFile();
+                    out = restoreWith(new File(p[1]), env -> committingJob(env, files, committable));
                 } else {
                     int split = Integer.parseInt(p[2]), enumerator = Integer.parseInt(p[3]);
                     out = p[0].equals("write") ? write(new File(p[1]), split, enumerator)
@@ -100,14 +118,47 @@ public final class ConnectorVersions {
         return path + "\t" + FlinkView.Json.write(versions);
     }
 
+    /**
+     * A Sink V2 committer's state holding committables: the job writes its numbers through {@link VersionedCommitSink}
+     * (a FileSink rolling its part file on every checkpoint, so the savepoint's barrier turns the in-progress file
+     * into a pending one whose committable the committer holds until the savepoint completes) and its committable
+     * serializer reports {@code committable}. Prints the savepoint's path.
+     */
+    static String writeCommittables(File dir, int committable) throws Exception {
+        dir.mkdirs();
+        Configuration c = SchemaChanges.config("hashmap");
+        c.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, new File(dir, "checkpoints").toURI().toString());
+        StreamExecutionEnvironment env = SchemaChanges.env(c);
+        committingJob(env, new File(dir, "out"), committable);
+        return SchemaChanges.savepointOf(env.executeAsync("connector-versions-committables"), dir);
+    }
+
+    static void committingJob(StreamExecutionEnvironment env, File out, int committable) {
+        FileSink<Long> files = FileSink.forRowFormat(
+                        new org.apache.flink.core.fs.Path(out.toURI()), new SimpleStringEncoder<Long>())
+                .withRollingPolicy(OnCheckpointRollingPolicy.build())
+                .build();
+        env.fromSource(new VersionedSequenceSource(1, 1), WatermarkStrategy.noWatermarks(), "numbers")
+                .uid("numbers")
+                .map(new Functions.Throttle(5)).uid("throttle").name("throttle")
+                .map(new Observe()).uid("observe").name("observe")
+                .sinkTo(new VersionedCommitSink<>(files, committable)).uid("files").name("files");
+    }
+
     static String restore(File savepoint, int split, int enumerator) throws Exception {
+        return restoreWith(savepoint, env -> job(env, split, enumerator));
+    }
+
+    /** Restores `savepoint` into the job `build` makes; the JSON of what happened (see the class comment). */
+    static String restoreWith(File savepoint, java.util.function.Consumer<StreamExecutionEnvironment> build)
+            throws Exception {
         FIRST.set(-1);
         SEEN.set(0);
         THREW.clear();
         Configuration c = SchemaChanges.config("hashmap");
         c.set(StateRecoveryOptions.SAVEPOINT_PATH, SchemaChanges.savepointIn(savepoint).toURI().toString());
         StreamExecutionEnvironment env = SchemaChanges.env(c);
-        job(env, split, enumerator);
+        build.accept(env);
         JobClient client = env.executeAsync("connector-versions-restore");
         // asked at once: a local job's MiniCluster shuts down when the job fails, its status with it
         CompletableFuture<JobExecutionResult> result = client.getJobExecutionResult();
@@ -193,6 +244,45 @@ public final class ConnectorVersions {
 
         @Override public SimpleVersionedSerializer<Collection<NumberSequenceSplit>> getEnumeratorCheckpointSerializer() {
             return new Versioned<>(super.getEnumeratorCheckpointSerializer(), enumeratorVersion);
+        }
+    }
+
+    /**
+     * Flink's {@link FileSink} whose committable serializer reports the given version (its writer and committer are
+     * FileSink's own): a connector release whose committables are written with another version. The committer stores
+     * each committable through {@code SimpleVersionedSerialization.writeVersionAndSerialize} inside
+     * CommittableCollectorSerializer's layout, so this version is the one nested in "streaming_committer_raw_states".
+     */
+    public static final class VersionedCommitSink<IN> extends SinkBase<IN>
+            implements SupportsWriterState<IN, FileWriterBucketState>, SupportsCommitter<FileSinkCommittable> {
+        private static final long serialVersionUID = 1L;
+        private final FileSink<IN> files;
+        private final int committableVersion;
+
+        VersionedCommitSink(FileSink<IN> files, int committableVersion) {
+            this.files = files;
+            this.committableVersion = committableVersion;
+        }
+
+        @Override public SinkWriter<IN> createWriter(WriterInitContext context) throws IOException {
+            return files.createWriter(context);
+        }
+
+        @Override public StatefulSinkWriter<IN, FileWriterBucketState> restoreWriter(
+                WriterInitContext context, Collection<FileWriterBucketState> states) throws IOException {
+            return files.restoreWriter(context, states);
+        }
+
+        @Override public SimpleVersionedSerializer<FileWriterBucketState> getWriterStateSerializer() {
+            return files.getWriterStateSerializer();
+        }
+
+        @Override public Committer<FileSinkCommittable> createCommitter(CommitterInitContext context) throws IOException {
+            return files.createCommitter(context);
+        }
+
+        @Override public SimpleVersionedSerializer<FileSinkCommittable> getCommittableSerializer() {
+            return new Versioned<>(files.getCommittableSerializer(), committableVersion);
         }
     }
 

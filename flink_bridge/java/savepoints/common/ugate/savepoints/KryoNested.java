@@ -25,8 +25,9 @@ import java.util.List;
  * collection's class and elements inside each value. Written by Flink 1.x (Kryo 2), restored by 2.x (Kryo 5), every
  * key's value read back and compared: what the gate's Kryo rule must predict from what Kryo wrote.
  *
- * <p>Tasks as in {@link SchemaChanges}: {@code write:<dir>:<backend>:kryo-nested} and
- * {@code restore:<savepoint-dir>:<backend>:kryo-nested}.
+ * <p>Tasks as in {@link SchemaChanges}: {@code write:<dir>:<backend>:<variant>} and
+ * {@code restore:<savepoint-dir>:<backend>:<variant>}, variant {@code kryo-nested} or
+ * {@code kryo-nested-registered} (see {@link #job}).
  */
 public final class KryoNested {
     private KryoNested() {}
@@ -63,7 +64,9 @@ public final class KryoNested {
             String[] p = task.split(":", 4);
             String out;
             try {
-                out = p[0].equals("write") ? write(new File(p[1]), p[2]) : restore(new File(p[1]), p[2]);
+                String variant = p.length > 3 ? p[3] : "kryo-nested";
+                out = p[0].equals("write") ? write(new File(p[1]), p[2], variant)
+                        : restore(new File(p[1]), p[2], variant);
             } catch (Exception e) {
                 e.printStackTrace();
                 out = "ERROR\t" + String.valueOf(e).replace('\n', ' ');
@@ -74,28 +77,36 @@ public final class KryoNested {
         System.exit(0);
     }
 
-    static String write(File dir, String backend) throws Exception {
+    static String write(File dir, String backend, String variant) throws Exception {
         SchemaChanges.verify = false;
         dir.mkdirs();
         Configuration c = SchemaChanges.config(backend);
         c.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, new File(dir, "checkpoints").toURI().toString());
         StreamExecutionEnvironment env = SchemaChanges.env(c);
-        job(env);
+        job(env, variant);
         return SchemaChanges.savepointOf(env.executeAsync("kryo-nested"), dir);
     }
 
-    static String restore(File savepoint, String backend) throws Exception {
+    static String restore(File savepoint, String backend, String variant) throws Exception {
         SchemaChanges.verify = true;
         SchemaChanges.RESULTS.clear();
         SchemaChanges.CHECKED_KEYS.clear();
         Configuration c = SchemaChanges.config(backend);
         c.set(StateRecoveryOptions.SAVEPOINT_PATH, SchemaChanges.savepointIn(savepoint).toURI().toString());
         StreamExecutionEnvironment env = SchemaChanges.env(c);
-        job(env);
+        job(env, variant);
         return SchemaChanges.awaitChecked(env.executeAsync("kryo-nested-restore"));
     }
 
-    static void job(StreamExecutionEnvironment env) {
+    /**
+     * Variant {@code kryo-nested-registered} registers {@link ArrayList} with Kryo ({@link KryoTypes}): Kryo then writes
+     * the list's class inside each value by registration id instead of by name, and the KryoSerializerSnapshot lists
+     * it among its registrations.
+     */
+    static void job(StreamExecutionEnvironment env, String variant) {
+        if (variant.equals("kryo-nested-registered")) {
+            KryoTypes.register(env, ArrayList.class);
+        }
         DataStream<Long> numbers = env.fromSequence(0, Long.MAX_VALUE).uid("numbers").name("numbers")
                 .map(new Functions.Throttle(5)).uid("throttle").name("throttle");
         KeySelector<Long, Long> byNumber = v -> v % KEYS;
