@@ -31,7 +31,8 @@ NEVER_FOR_A_LOCAL_CHECK = ("http.client", "ssl", "flink_bridge.exporter", "upgra
                            "upgrade_gate.cli.commands.inspect", "upgrade_gate.cli.commands.ids",
                            "upgrade_gate.cli.commands.mapping", "upgrade_gate.cli.commands.deployment",
                            "upgrade_gate.cli.commands.lint", "upgrade_gate.cli.commands.check_manifest",
-                           "upgrade_gate.cli.commands.apply", "kubernetes", "urllib3")
+                           "upgrade_gate.cli.commands.apply", "kubernetes", "urllib3",
+                           "yaml")  # the graph is JSON: PyYAML only for a YAML document (hashing.yaml_loader)
 
 
 def _loaded(tmp_path: Path, fmt: str) -> tuple[int, set[str]]:

@@ -42,7 +42,7 @@ __all__ = ["BYTE_STREAM_STATE_HANDLE", "CHANGELOG_BYTE_INCREMENT_HANDLE", "CHANG
            "INCREMENTAL_KEY_GROUPS_HANDLE_V2", "KEY_GROUPS_HANDLE", "KEY_GROUPS_HANDLE_V2", "NULL_HANDLE",
            "PARTITIONABLE_OPERATOR_STATE_HANDLE", "RELATIVE_STREAM_STATE_HANDLE", "SAVEPOINT_KEY_GROUPS_HANDLE",
            "SEGMENT_FILE_HANDLE", "SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE", "DeserializationContext",
-           "read_key_group_range", "read_keyed_handle", "read_operator_handle", "read_stream_handle"]
+           "backend_uuid", "read_key_group_range", "read_keyed_handle", "read_operator_handle", "read_stream_handle"]
 
 NULL_HANDLE = 0
 BYTE_STREAM_STATE_HANDLE = 1
@@ -162,8 +162,23 @@ def _handle_map(r: BoundedReader, ctx: DeserializationContext, what: str) -> tup
     return tuple(HandleAndLocalPath(r.read_utf("local path"), read_stream_handle(r, ctx)) for _ in range(n))
 
 
-def _backend_id(raw: str) -> str:
-    """Flink parses a UUID, or (pre FLINK-6964 files) name-UUIDs the string's UTF-8 bytes."""
+_UUID_CHARS = frozenset("0123456789abcdef-")
+
+
+def _canonical_uuid(raw: str) -> bool:
+    """Whether `raw` is in `UUID.toString()`'s own form (8-4-4-4-12 lowercase hex digits): then it is its own
+    reading, the form every Flink writes today. No regex: it would be compiled by every process that imports
+    this module, `check`s included."""
+    return (len(raw) == 36 and raw[8] == raw[13] == raw[18] == raw[23] == "-" and raw.count("-") == 4
+            and _UUID_CHARS.issuperset(raw))
+
+
+def backend_uuid(raw: str) -> str:
+    """Flink parses a UUID, or (pre FLINK-6964 files) name-UUIDs the string's UTF-8 bytes
+    (`MetadataV2V3SerializerBase#deserializeKeyedStateHandle`). A string already in `UUID.toString()`'s form
+    is returned as it is, without building a `uuid.UUID` (a native savepoint has one per subtask)."""
+    if _canonical_uuid(raw):
+        return raw
     try:
         return str(uuid.UUID(raw)) if raw.count("-") == 4 else str(uuid.uuid3(_NO_NAMESPACE, raw))
     except ValueError:
@@ -200,7 +215,7 @@ def read_keyed_handle(r: BoundedReader, ctx: DeserializationContext, depth: int 
         shared = _handle_map(r, ctx, "shared state files")
         private = _handle_map(r, ctx, "private state files")
         handle_id = r.read_utf("state handle id") if v2 else None
-        return IncrementalRemoteKeyedStateHandle(_backend_id(backend), rng, checkpoint_id, shared, private, meta,
+        return IncrementalRemoteKeyedStateHandle(backend_uuid(backend), rng, checkpoint_id, shared, private, meta,
                                                  persisted, handle_id)
     if tag in (CHANGELOG_HANDLE, CHANGELOG_HANDLE_V2):
         if depth > _MAX_DEPTH:
