@@ -87,22 +87,9 @@ def click_to_verdict(driver: Any, api: Any, url: str, fields: dict[str, str], ti
     """One run from the trigger form; the click -> verdict time as the page shows it, and Airflow's own times."""
     from selenium.webdriver.common.by import By
 
-    from demo.browser import button, set_text, wait
+    from demo.browser import trigger_from_form
 
-    driver.get(f"{url}/dags/{DAG}")
-    wait(driver, lambda d: button(d, "Trigger"), what="trigger button").click()
-    wait(driver, lambda d: button(d, SECTION_CHECK, "[role=dialog]"), what="check section").click()
-    for element_id, value in fields.items():
-        set_text(driver, element_id, value)
-    runs = f"/api/v2/dags/{DAG}/dagRuns?limit=100&order_by=-run_after"
-    before = {r["dag_run_id"] for r in api(runs)["dag_runs"]}
-    submit = wait(driver, lambda d: button(d, "Trigger", "[role=dialog]"), what="trigger submit")
-    click_wall = time.time()
-    t0 = time.monotonic()
-    submit.click()
-    run_id = wait(driver, lambda _: next((r["dag_run_id"] for r in api(runs)["dag_runs"]
-                                         if r["dag_run_id"] not in before), None), timeout=60, what="the run",
-                  poll=0.2)
+    run_id, click_wall, t0 = trigger_from_form(driver, api, url, DAG, SECTION_CHECK, fields)
     # the trigger dialog takes the browser to the new run; if this Airflow does not, a person clicks the run
     page = f"{url}/dags/{DAG}/runs/{run_id}"
     navigated = run_id in driver.current_url
