@@ -44,7 +44,8 @@ def clip(text: str, limit: int = MAX_NOTE_CHARS) -> str:
 
 
 def verdict_label(note: str) -> str:
-    """The gate task instance's name on the run page: the note, the caveats dropped before the report link is cut."""
+    """The gate task instance's name on the run page: the note, cut after its verdict (in its caveats) rather than in
+    its report link."""
     return clip(note, MAX_LABEL_CHARS)
 
 
