@@ -99,3 +99,24 @@ def login(driver: Any, url: str, user: str, password: str, shots: Path | None = 
     driver.find_element(By.CSS_SELECTOR, "input[type=password]").send_keys(password)
     driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait(driver, lambda d: d.get_cookie("_token"), what="logged in", shots=shots)
+
+
+def trigger_from_form(driver: Any, api: Callable[..., Any], url: str, dag: str, section: str,
+                      fields: dict[str, str], timeout: float = 60) -> tuple[str, float, float]:
+    """Trigger `dag` as a person does: its page, Trigger, the form's `section`, `fields` (element id -> text), then
+    the dialog's Trigger. Returns the new run's id, the click's wall-clock time and its `time.monotonic()`; the
+    browser is wherever the UI took it after the click (Airflow 3 opens the new run's page)."""
+    driver.get(f"{url}/dags/{dag}")
+    wait(driver, lambda d: button(d, "Trigger"), what="trigger button").click()
+    wait(driver, lambda d: button(d, section, "[role=dialog]"), what="form section").click()
+    for element_id, value in fields.items():
+        set_text(driver, element_id, value)
+    runs = f"/api/v2/dags/{dag}/dagRuns?limit=100&order_by=-run_after"
+    before = {r["dag_run_id"] for r in api(runs)["dag_runs"]}
+    submit = wait(driver, lambda d: button(d, "Trigger", "[role=dialog]"), what="trigger submit")
+    click_wall, click = time.time(), time.monotonic()
+    submit.click()
+    run_id = wait(driver, lambda _: next((r["dag_run_id"] for r in api(runs)["dag_runs"]
+                                         if r["dag_run_id"] not in before), None), timeout=timeout, what="the run",
+                  poll=0.2)
+    return run_id, click_wall, click

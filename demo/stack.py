@@ -373,6 +373,11 @@ def start_standalone(stack: Stack, timeout: float = 240, parallelism: int = STAN
             with urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=2) as resp:
                 health = json.loads(resp.read())
             if all(health.get(k, {}).get("status") == "healthy" for k in ("metadatabase", "scheduler")):
+                # the task execution API builds its versioned routes on its first request, blocking the API
+                # server for 11-35 s on this machine: paid here, not by the first task (docs/performance.md,
+                # "Gate: trigger to verdict")
+                warm = max(30.0, deadline - time.monotonic())
+                urllib.request.urlopen(f"{url}/execution/health", timeout=warm).close()
                 return Standalone(url, "gate-admin", password, proc, log)
         except OSError:
             pass

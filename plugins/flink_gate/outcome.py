@@ -9,6 +9,10 @@ XCom under `NOTE_XCOM_KEY`; the plugin's listener (`flink_gate.listeners`) copie
 instance note and the DAG run note when the run ends: a task has no supported way to write notes
 itself (the Task SDK's execution API has none), the scheduler that finishes the run does.
 
+The run page shows a note only as it was when the page opened (docs/design.md, "The verdict on the run
+page"), so the gate also names its task instance with the sentence (`VERDICT_LABEL_TEMPLATE`, at most
+`MAX_LABEL_CHARS`): the run page's task instance table polls until the run ends and shows that name.
+
 No Airflow import here: the operator, the fleet task, the listener and the tests share it.
 """
 
@@ -21,17 +25,28 @@ from upgrade_gate.report.sizes import human_bytes
 NOTE_XCOM_KEY = "gate_note"
 REPORT_URL_XCOM_KEY = "report_url"
 MAX_NOTE_CHARS = 1000  # Airflow's note columns are 1000 characters
+MAX_LABEL_CHARS = 250  # a task instance's rendered_map_index column is 250 characters
+# the gate's `map_index_template`: the note it put into its context (`LABEL_CONTEXT_KEY`); empty (no label) until then
+LABEL_CONTEXT_KEY = "gate_verdict_label"
+VERDICT_LABEL_TEMPLATE = "{{ " + LABEL_CONTEXT_KEY + " | default('') }}"
 
 
-def clip(text: str) -> str:
-    """At most Airflow's 1000 characters, keeping a trailing `— report: <url>` whole: the link is the note's point."""
-    if len(text) <= MAX_NOTE_CHARS:
+def clip(text: str, limit: int = MAX_NOTE_CHARS) -> str:
+    """At most `limit` characters (Airflow's 1000 for a note), keeping a trailing `— report: <url>` whole: the link is
+    the note's point."""
+    if len(text) <= limit:
         return text
     head, sep, link = text.rpartition(" — ")
-    if sep and len(link) < MAX_NOTE_CHARS // 2:
-        keep = MAX_NOTE_CHARS - len(sep) - len(link) - 1
+    if sep and len(link) < limit // 2:
+        keep = limit - len(sep) - len(link) - 1
         return head[:keep] + "…" + sep + link
-    return text[: MAX_NOTE_CHARS - 1] + "…"
+    return text[: limit - 1] + "…"
+
+
+def verdict_label(note: str) -> str:
+    """The gate task instance's name on the run page: the note, cut after its verdict (in its caveats) rather than in
+    its report link."""
+    return clip(note, MAX_LABEL_CHARS)
 
 
 def gate_note(verdict: str, bytes_at_risk: int | None, report_url: str, *, blocked: bool,

@@ -97,6 +97,26 @@ def test_the_note_a_person_reads_for_a_blocked_and_a_safe_gate():
     assert export_caveat({"warnings": []}) is None and export_caveat(None) is None
 
 
+
+def test_the_gate_names_its_task_instance_with_the_verdict():
+    """The run page shows the gate's rendered map index live (docs/design.md, "The verdict on the run page"): the
+    template renders nothing before the gate decided (a missing name is no label under Airflow's StrictUndefined),
+    the note after; at most the column's 250 characters, the report link whole."""
+    import jinja2
+    from flink_gate.operators.gate import FlinkUpgradeGateOperator
+    from flink_gate.outcome import LABEL_CONTEXT_KEY, MAX_LABEL_CHARS, export_caveat, gate_note, verdict_label
+
+    gate = FlinkUpgradeGateOperator(task_id="gate", check={})
+    template = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(gate.map_index_template)
+    assert template.render({}) == ""
+    url = "http://127.0.0.1:8080/upgrade-gate/report/fraud-scoring/manual__2026-11-28T02:00:00.123456+00:00"
+    note = gate_note("STATE_MISROUTED", 4866, url, blocked=True)
+    assert template.render({LABEL_CONTEXT_KEY: verdict_label(note)}) == note
+    warned = {"warnings": ["warning: the IDs of 2 operator(s) without a uid depend on parallelism.default"]}
+    long = verdict_label(gate_note("SAFE", 0, url, blocked=False, caveat=export_caveat(warned) + " x" * 100))
+    assert len(long) == MAX_LABEL_CHARS and long.startswith("SAFE: the upgrade may proceed")
+    assert long.endswith(f"… — report: {url}"), long
+
 def test_bad_input_is_not_retried_and_the_weather_is():
     from airflow.sdk.exceptions import AirflowFailException
     from flink_gate.failures import BadInput, fail_once_on_bad_input, is_deterministic

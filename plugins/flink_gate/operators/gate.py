@@ -15,6 +15,11 @@ plugin's listener writes into the task and run notes, while a crashed run's note
 goes behind the gate's "Upgrade report" link. The gate has no retries, so a blocked run alerts once. A
 notifier that cannot deliver is logged and the upgrade stays blocked: a broken webhook must not turn a
 blocked upgrade into an allowed one.
+
+The note also names the gate's task instance (`map_index_template`, `flink_gate.outcome.verdict_label`): Airflow
+renders it after `execute`, before the task's end is reported, and the run page's task instance table, which
+polls until the run ends, shows it without a reload; the run note is shown only as it was when the page opened
+(docs/design.md, "The verdict on the run page").
 """
 
 from __future__ import annotations
@@ -29,13 +34,16 @@ from flink_gate.gate import proceeds_by_repair
 from flink_gate.links import UpgradeReportLink
 from flink_gate.notifications.base import ALERT_XCOM_KEY
 from flink_gate.outcome import (
+    LABEL_CONTEXT_KEY,
     NOTE_XCOM_KEY,
     REPORT_URL_XCOM_KEY,
+    VERDICT_LABEL_TEMPLATE,
     check_caveat,
     clip,
     gate_note,
     repair_note,
     upgrade_plan,
+    verdict_label,
 )
 from flink_gate.reports import ReportStore
 
@@ -54,9 +62,17 @@ class FlinkUpgradeGateOperator(BaseOperator):
 
     def __init__(self, *, check: Any, notifiers: Sequence[BaseNotifier] | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("retries", 0)
+        kwargs.setdefault("map_index_template", VERDICT_LABEL_TEMPLATE)
         super().__init__(**kwargs)
         self.check = check
         self.notifiers = list(notifiers or [])
+
+    @staticmethod
+    def _say(context: Any, note: str) -> None:
+        """The note for the listener (XCom) and, rendered by `map_index_template` after `execute`, the task
+        instance's name on the run page."""
+        context["ti"].xcom_push(key=NOTE_XCOM_KEY, value=note)
+        context[LABEL_CONTEXT_KEY] = verdict_label(note)
 
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowFailException
@@ -74,7 +90,7 @@ class FlinkUpgradeGateOperator(BaseOperator):
             note = (clip(f"PASSED ({summary['verdict']}): {decided['decision']} — report: {summary['report_url']}")
                     if waived else gate_note(summary["verdict"], 0, summary["report_url"], blocked=False,
                                              caveat=caveat))
-            ti.xcom_push(key=NOTE_XCOM_KEY, value=note)
+            self._say(context, note)
             self.log.info("%s: verdict %s, the upgrade may proceed (%s). Report: %s", summary["job"],
                           summary["verdict"], decided.get("decision") or "SAFE", summary["report_url"])
             found = (f"The gate let the upgrade through: {decided['decision']}." if waived
@@ -85,7 +101,7 @@ class FlinkUpgradeGateOperator(BaseOperator):
             # asked to repair, and a repaired savepoint makes the upgrade SAFE: on to the approval, no alert
             offer = summary["check"]["repair"]
             note = repair_note(alert.verdict, offer, summary["report_url"])
-            ti.xcom_push(key=NOTE_XCOM_KEY, value=note)
+            self._say(context, note)
             self.log.warning("%s", note)
             options = " ".join(offer.get("options") or [])
             what = f"{offer.get('moves', 0)} operator(s) moved" + (f", {options}" if options else "")
@@ -98,7 +114,7 @@ class FlinkUpgradeGateOperator(BaseOperator):
         payload = alert.to_payload()
         ti.xcom_push(key=ALERT_XCOM_KEY, value=payload)
         note = gate_note(alert.verdict, alert.bytes_at_risk, summary["report_url"], blocked=True, caveat=caveat)
-        ti.xcom_push(key=NOTE_XCOM_KEY, value=note)
+        self._say(context, note)
         self.log.warning("%s", alert.to_text())
         failures = []
         for notifier in self.notifiers:
