@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from airflow.sdk import Param, dag, task
 from flink_gate import rolling
-from flink_gate.dag_parts import CHECK, check_params, in_section, storage_param, waivers_param
+from flink_gate.dag_parts import CHECK, check_params, deferrable_param, in_section, storage_param, waivers_param
 from flink_gate.operators.rolling import RollOutOperator
 
 ROLLOUT = "Rollout: waves, and what each wave does"
@@ -72,10 +72,8 @@ JOB_SCHEMA = {
         "state_root": Param(None, type=["null", "string"],
                             description="Upgrade records and per-job leases (s3://bucket/prefix/). Empty: the Variable "
                             "upgrade_gate_state_root, else the local work directory (single worker only)."),
-        "deferrable": Param(False, type="boolean", title="Deferred waits (upgrade mode)",
-                            description="Upgrade every job of a wave at once, waiting for Flink in the triggerer (no "
-                            "worker slot held while a savepoint completes or a job restores); a wave is gated whole "
-                            "before any of its jobs is touched. Needs a running triggerer."),
+        "deferrable": deferrable_param("Upgrade every job of a wave at once (a wave is gated whole before any of its "
+                                       "jobs is touched)"),
         "flink_conn_id": Param("flink_default", type="string"),
         "timeout_s": Param(600, type="integer", minimum=10),
     }),

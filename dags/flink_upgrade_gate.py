@@ -4,7 +4,8 @@ Manual (`schedule=None`), triggered from the Airflow UI's form. Wiring only; the
 `plugins/flink_gate/steps.py` and every Flink rule in the core.
 
     check ── gate ── decide ─┬─ approve (HITL) ─────┬─ upgrade ── verify
-                             └─ no_approval_needed ─┘
+                             └─ no_approval_needed ─┘     ⇅          ⇅      deferrable: while Flink writes the
+                                                     FlinkWaitsTrigger (triggerer)   savepoint / restores the job
 
 `check` fetches the savepoint and the new graph (a jar is exported by real Flink), computes the operator IDs,
 simulates the restore and publishes the report in one task: as five tasks, Airflow's task start-up was most of
@@ -15,6 +16,10 @@ the run ends failed, with the note "BLOCKED: STATE_MISROUTED, 4.8 KiB at risk �
 and the run (written by the plugin's listener). A crash fails another task and its run is noted "FAILED, no
 verdict: <task> failed". SAFE is green. Bad input (no graph, a savepoint path that names nothing, a
 malformed spec) fails `check` once, without retries; storage timeouts and 5xx keep their retries.
+
+With `deferrable` (upgrade mode) `upgrade` and `verify` hold no worker slot while Flink writes the
+stop-with-savepoint or the new job restores: they are deferred to `FlinkWaitsTrigger` and resume from the job's
+upgrade record (flink_gate.operators.upgrade; docs/guide.md, "Deferred waits").
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from flink_gate.dag_parts import (
     CHECK,
     UPGRADE,
     check_params,
+    deferrable_param,
     flip411_params,
     in_section,
     job_settings_params,
@@ -39,6 +45,7 @@ from flink_gate.dag_parts import (
 from flink_gate.failures import fail_once_on_bad_input
 from flink_gate.gate import FROM_CATALOGUE
 from flink_gate.operators.gate import FlinkUpgradeGateOperator
+from flink_gate.operators.upgrade import UpgradeStepOperator
 
 PARAMS = in_section(CHECK, {
     "job_name": Param("orders-enrichment", type="string", minLength=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
@@ -95,6 +102,8 @@ PARAMS = in_section(CHECK, {
                         description="Where upgrade records and per-job leases live (s3://bucket/prefix/). Empty: the "
                         "Variable upgrade_gate_state_root; if that is empty too, the local work directory "
                         "(single worker only)."),
+    "deferrable": deferrable_param("Stop the job and start the new version as usual, but wait for the savepoint "
+                                   "and the restore in the triggerer (`upgrade` and `verify` show as deferred)"),
     "flink_conn_id": Param("flink_default", type="string", title="Flink REST connection"),
     "timeout_s": Param(600, type="integer", minimum=10, title="Flink operation timeout (s)"),
 }) | flip411_params()
@@ -126,15 +135,6 @@ def flink_upgrade_gate() -> None:
     def decide(**context) -> list[str] | None:
         return steps.decide(context)
 
-    # Retries are safe: the upgrade resumes from its record in the object store and the cluster.
-    @task(trigger_rule="none_failed_min_one_success", retries=2, on_failure_callback=steps.release_lease)
-    def upgrade(**context) -> dict:
-        return steps.upgrade(context, context["ti"].xcom_pull(task_ids="gate"))
-
-    @task(retries=2)
-    def verify(upgraded: dict, **context) -> dict:
-        return steps.verify(context, upgraded)
-
     gate = FlinkUpgradeGateOperator(task_id="gate", check=check(), notifiers=notifiers())
     approve = ApprovalOperator(
         task_id="approve",
@@ -145,10 +145,13 @@ def flink_upgrade_gate() -> None:
         on_success_callback=steps.approval_note,  # "REJECTED by <who> at <when>" on the run
     )
     no_approval = EmptyOperator(task_id="no_approval_needed")
-    upgraded = upgrade()
+    # Retries are safe: the upgrade resumes from its record in the object store and the cluster. `deferrable`: the
+    # waits for Flink go to the triggerer (flink_gate.operators.upgrade)
+    upgraded = UpgradeStepOperator(task_id="upgrade", step="upgrade", trigger_rule="none_failed_min_one_success",
+                                   retries=2, on_failure_callback=steps.release_lease)
 
     gate >> decide() >> [approve, no_approval] >> upgraded
-    verify(upgraded)
+    UpgradeStepOperator(task_id="verify", step="verify", upgraded=upgraded.output, retries=2)
 
 
 flink_upgrade_gate()

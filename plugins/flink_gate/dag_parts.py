@@ -23,8 +23,8 @@ from upgrade_gate.vocabulary import (
     MATCHING_MODES,
 )
 
-__all__ = ["ADVANCED", "CHECK", "UPGRADE", "check_params", "flip411_params", "in_section", "job_settings_params",
-           "notifiers", "storage_param", "waivers_param"]
+__all__ = ["ADVANCED", "CHECK", "UPGRADE", "check_params", "deferrable_param", "flip411_params", "in_section",
+           "job_settings_params", "notifiers", "storage_param", "waivers_param"]
 
 # The trigger form's sections (`Param(section=...)`, one accordion each in Airflow 3's form): what to
 # judge, and what to do after a SAFE verdict. A check-only run never needs to open the second one.
@@ -102,6 +102,14 @@ def waivers_param(*, section: str | None = None) -> Param:
                  "each with a reason, an owner and an expiry, and the fail_on threshold, decided as "
                  "`upgrade-gate check --waivers` decides (docs/guide.md, \"Recording an intended loss\"). Only "
                  "STATE_LOSS can be waived; an expired waiver blocks again.", **extra)
+
+
+def deferrable_param(what: str) -> Param:
+    """Whether an upgrade's waits for Flink go to the triggerer (docs/guide.md, "Deferred waits"); `what` says, for
+    the form, what the DAG does differently when they do."""
+    return Param(False, type="boolean", title="Deferred waits (upgrade mode)",
+                 description=f"{what}, waiting for Flink in the triggerer (no worker slot held while a savepoint "
+                 "completes or a job restores). Needs a running triggerer.")
 
 
 def storage_param(*, section: str | None = None) -> Param:

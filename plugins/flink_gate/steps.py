@@ -231,9 +231,12 @@ def _run_ids(context: Any) -> dict[str, str]:
     return {"dag_id": ti.dag_id, "run_id": ti.run_id}
 
 
-def upgrade(context: Any, verdict: dict[str, Any]) -> dict[str, Any]:
-    """The upgrade task: stop, re-gate, start, verify (and roll back), under the job's lease."""
-    p = {**_params(context), **_run_ids(context)}
+def upgrade(context: Any, verdict: dict[str, Any], defer_waits: bool = False) -> dict[str, Any]:
+    """The upgrade task: stop, re-gate, start, verify (and roll back), under the job's lease.
+
+    `defer_waits`: raise `upgrade_machine.WaitFor` at a wait for Flink instead of waiting (the task defers;
+    `operators.upgrade`); the lease is kept and the next call resumes from the record."""
+    p = {**_params(context), **_run_ids(context), "defer_waits": defer_waits}
     rdir = run_dir(p["job_name"], p["run_id"])
     return run_upgrade(p, str(next((rdir / "catalogue").iterdir())))
 
@@ -249,11 +252,13 @@ def release_lease(context: Any) -> None:
         log.error("could not release the upgrade lease of %s: %s", p["job_name"], exc)
 
 
-def verify(context: Any, upgraded: dict[str, Any]) -> dict[str, Any]:
-    """The new job restored from the upgrade's savepoint; the run's note says so (not only "approved")."""
+def verify(context: Any, upgraded: dict[str, Any], defer_waits: bool = False) -> dict[str, Any]:
+    """The new job restored from the upgrade's savepoint; the run's note says so (not only "approved").
+    `defer_waits`: a restore still under way raises `WaitFor` instead of being waited for here."""
     from flink_gate.outcome import NOTE_XCOM_KEY, clip
 
-    verified = verify_upgrade(_params(context), {**upgraded, "savepoint": restore_point(upgraded)})
+    verified = verify_upgrade({**_params(context), "defer_waits": defer_waits},
+                              {**upgraded, "savepoint": restore_point(upgraded)})
     log.info("%s: Flink job %s is RUNNING with every subtask, restored from %s", _params(context).get("job_name"),
              verified["job_id"], verified["restored_from"])
     context["ti"].xcom_push(key=NOTE_XCOM_KEY, value=clip(

@@ -1,9 +1,12 @@
-"""Deferred waits at fleet scale (issue #30): a wave of four real upgrades on ONE worker slot.
+"""Deferred waits at fleet scale (issue #30): a wave of four real upgrades, then two single-job gate upgrades,
+on ONE worker slot.
 
 `airflow standalone` (scheduler, triggerer, LocalExecutor) with `core.parallelism` 1: one task at a time
 may hold a worker slot. A real Flink 2.3 cluster runs four copies of v1 of the counter job of
 tests/jobs/upgrade/, each under its own name (`pipeline.name`), each with a savepoint under its own prefix.
-One `flink_rolling_upgrade` run with `deferrable: true` upgrades all four to the compatible v2 in one wave.
+One `flink_rolling_upgrade` run with `deferrable: true` upgrades all four to the compatible v2 in one wave;
+then two more jobs are upgraded by two concurrent `flink_upgrade_gate` runs (upgrade mode, `deferrable: true`,
+no approval asked) on the same one slot.
 
 What a user would notice, all read from Airflow's REST API, the upgrade records in the object store and
 Flink itself:
@@ -12,13 +15,18 @@ Flink itself:
   records between the stop and the verified restore): more concurrent upgrades than worker slots;
 * never more than one task running at a time (the one slot);
 * every job upgraded and verified: the new job RUNNING, restored from exactly the savepoint its old job
-  stopped with, the old job FINISHED, and every counter continuing from where the old job stopped.
+  stopped with, the old job FINISHED, and every counter continuing from where the old job stopped;
+* for the single-job gate: each run's `upgrade` task seen `deferred` (sampled from the metadata database),
+  both runs green, and the same checks of each upgraded job.
+
+The two tests share the module's cluster and `airflow standalone` (their start-up is most of the module's time).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 import threading
 import time
 import urllib.error
@@ -32,6 +40,8 @@ from tests.upgrade_jobs import JobOutput, build_jobs, job_graphs, parse_output, 
 pytestmark = pytest.mark.flink
 
 DAG = "flink_rolling_upgrade"
+GATE_DAG = "flink_upgrade_gate"
+GATE_JOBS = [f"ugate-gate-deferred-{i}" for i in range(2)]
 STATE_BUCKET = "upgrade-state"
 STATE_PREFIX = "deferred/"
 JOBS = [f"ugate-deferred-{i}" for i in range(4)]
@@ -82,12 +92,13 @@ class Env:
     def wait_for_output(self, job_id: str, timeout: float = 90) -> JobOutput:
         return wait_for_counts(self.cluster, job_id, timeout)
 
-    def logs(self, run_id: str) -> str:
+    def logs(self, run_id: str, dag_id: str = DAG, task: str = "roll_out", attempt: int = 1) -> str:
         try:
-            doc = self.api(f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/roll_out/logs/1?full_content=true")
+            doc = self.api(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task}/logs/{attempt}"
+                           "?full_content=true")
         except (urllib.error.HTTPError, OSError) as exc:
-            return f"(no roll_out log: {exc})"
-        return json.dumps(doc.get("content"))[-4000:]
+            return f"(no {task} log: {exc})"
+        return json.dumps(doc.get("content"))[-6000:]
 
 
 @pytest.fixture(scope="module")
@@ -102,8 +113,10 @@ def env(stack):
     graphs = job_graphs(jars, ("v1", "v2-compatible"))
     workdir = default_workdir("deferred-upgrades")
     shutil.rmtree(workdir, ignore_errors=True)
-    # four jobs of one slot each, and room for a new copy to start while its old one still stops
-    cluster = FlinkCluster(workdir, extra_config={"taskmanager.numberOfTaskSlots": 8}).start()
+    # v1 takes one slot, v2 two (its counter runs at parallelism 2): a wave's four jobs with their new copies starting
+    # while the old ones stop, or (the gate test alone) the wave's four v1 jobs beside the gate's two and their new
+    # copies; each test cancels the jobs it upgraded once it has looked at them
+    cluster = FlinkCluster(workdir, extra_config={"taskmanager.numberOfTaskSlots": 12}).start()
     server = None
     try:
         try:
@@ -122,30 +135,63 @@ def env(stack):
 
         hook = FlinkRestHook("flink_default", retries=2)
         e = Env(cluster, airflow, server, hook, jars, graphs)
-        jar_id = hook.upload_jar(jars["v1"])
-        for name in JOBS:
-            e.v1[name] = hook.run_jar(jar_id, flink_configuration={"pipeline.name": name})
-        for name, job_id in e.v1.items():
-            hook.wait_until_restored(job_id, timeout=120)
-            e.wait_for_output(job_id)
-            trigger = hook.trigger_savepoint(job_id, f"{cluster.savepoint_uri}/{name}")
-            hook.wait_for_savepoint(job_id, trigger, timeout=120)
+        _start_v1(e, JOBS)
         deadline = time.monotonic() + 180
-        while True:  # the DAG parsed by the standalone's DAG processor
-            try:
-                e.api(f"/api/v2/dags/{DAG}")
-                break
-            except (urllib.error.HTTPError, OSError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
-        e.api(f"/api/v2/dags/{DAG}", "PATCH", {"is_paused": False})
+        for dag_id in (DAG, GATE_DAG):
+            while True:  # the DAG parsed by the standalone's DAG processor
+                try:
+                    e.api(f"/api/v2/dags/{dag_id}")
+                    break
+                except (urllib.error.HTTPError, OSError):
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(1)
+            e.api(f"/api/v2/dags/{dag_id}", "PATCH", {"is_paused": False})
         yield e
     finally:
         os.environ.pop("AIRFLOW_CONN_FLINK_DEFAULT", None)
         if server is not None:
             st.stop_process_group(server.proc, timeout=20)
         cluster.stop()
+
+
+def _start_v1(e: Env, names: list[str]) -> None:
+    """v1 of the counter job under each name, counting, with a savepoint under `<savepoint root>/<name>/`."""
+    jar_id = e.hook.upload_jar(e.jars["v1"])
+    for name in names:
+        e.v1[name] = e.hook.run_jar(jar_id, flink_configuration={"pipeline.name": name})
+    for name in names:
+        job_id = e.v1[name]
+        e.hook.wait_until_restored(job_id, timeout=120)
+        e.wait_for_output(job_id)
+        trigger = e.hook.trigger_savepoint(job_id, f"{e.cluster.savepoint_uri}/{name}")
+        e.hook.wait_for_savepoint(job_id, trigger, timeout=120)
+
+
+def _assert_upgraded(e: Env, name: str, dag_id: str, run_id: str) -> str:
+    """What the user checks after an upgrade: the record verified by that run; the old job FINISHED with the
+    savepoint under the job's prefix; the new job RUNNING, restored from exactly it; every counter continuing."""
+    up = e.record(name)
+    assert up is not None and up["state"] == "running-verified" and up["run"] == f"{dag_id}/{run_id}", up
+    old, new = up["old_job_id"], up["new_job_id"]
+    assert old == e.v1[name] and e.hook.job_status(old) == "FINISHED"
+    assert e.hook.job_status(new) == "RUNNING"
+    assert e.hook.restored_from(new).rstrip("/") == up["savepoint"].rstrip("/")
+    assert Path(up["savepoint"].removeprefix("file:")).parent == e.cluster.savepoint_dir / name
+    assert e.hook.job_details(new)["name"] == name
+    # every counter continues from the savepoint its old job stopped with
+    last, after = e.output()[old].last(), e.wait_for_output(new)
+    assert after.variant == "v2-compatible"
+    assert {k: after.first().get(k) for k in KEYS} == {k: last[k] + 1 for k in KEYS}, (name, last, after.first())
+    assert min(after.first().values()) > 1, "a counter restarted from zero"
+    return str(new)
+
+
+def _cancel(e: Env, job_ids: list[str]) -> None:
+    """Give the cluster's slots back once a test has looked at its jobs (a job of the counter takes two: the
+    module's tests share one cluster)."""
+    for job_id in job_ids:
+        e.hook.cancel(job_id, wait=60)
 
 
 def _conf(e: Env) -> dict[str, Any]:
@@ -202,18 +248,79 @@ def test_a_wave_of_four_upgrades_completes_on_one_worker_slot_waiting_in_the_tri
     result = env.api(f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/roll_out/xcomEntries/return_value")
     value = result["value"] if isinstance(result["value"], dict) else json.loads(result["value"])
     assert value["upgraded"] == JOBS and value["stopped_at"] is None, value
-    for name in JOBS:
-        up = env.record(name)
-        assert up is not None and up["state"] == "running-verified" and up["run"] == f"{DAG}/{run_id}", up
-        old, new = up["old_job_id"], up["new_job_id"]
-        assert old == env.v1[name] and env.hook.job_status(old) == "FINISHED"
-        assert env.hook.job_status(new) == "RUNNING"
-        assert env.hook.restored_from(new).rstrip("/") == up["savepoint"].rstrip("/")
-        assert Path(up["savepoint"].removeprefix("file:")).parent == env.cluster.savepoint_dir / name
-        assert env.hook.job_details(new)["name"] == name
-        # every counter continues from the savepoint its old job stopped with
-        last, after = env.output()[old].last(), env.wait_for_output(new)
-        assert after.variant == "v2-compatible"
-        assert {k: after.first().get(k) for k in KEYS} == {k: last[k] + 1 for k in KEYS}, (name, last, after.first())
-        assert min(after.first().values()) > 1, "a counter restarted from zero"
+    upgraded = [_assert_upgraded(env, name, DAG, run_id) for name in JOBS]
     assert set(before) <= set(env.output())
+    _cancel(env, upgraded)
+
+
+def _gate_conf(e: Env, name: str) -> dict[str, Any]:
+    """The single-job gate's form for an upgrade of `name` to v2, no approval asked, its waits deferred."""
+    return {"job_name": name, "savepoint": "latest", "savepoint_root": e.cluster.savepoint_uri,
+            "graph": str(e.graphs["v2-compatible"]), "jar": str(e.jars["v2-compatible"]), "flink_version": "2.3",
+            "mode": "upgrade", "require_approval": False, "deferrable": True, "flink_job_id": e.v1[name],
+            "flink_settings": [f"pipeline.name={name}"], "rollback_jar": str(e.jars["v1"]),
+            "savepoint_target_dir": f"{e.cluster.savepoint_uri}/{name}", "timeout_s": 120}
+
+
+def _task_states(e: Env) -> tuple[list[tuple[str, str, str | None]], int]:
+    """(run, task, state) of the gate DAG's task instances, and how many tasks of any DAG hold a slot: read from
+    the metadata database itself, a few times a second (the API server stalls under load; a deferral is short)."""
+    with sqlite3.connect(e.stack.home / "airflow.db", timeout=5) as db:
+        rows = db.execute("select run_id, task_id, state from task_instance where dag_id=?", (GATE_DAG,)).fetchall()
+        running = db.execute("select count(*) from task_instance where state='running'").fetchone()[0]
+    return rows, int(running)
+
+
+def test_concurrent_single_job_gate_upgrades_on_one_worker_slot_wait_in_the_triggerer(env):
+    """Two `flink_upgrade_gate` runs in upgrade mode with `deferrable`, on one worker slot: both upgrades finish
+    and restore, each `upgrade` task was seen `deferred` (holding no slot), and no more than one task ever ran."""
+    _start_v1(env, GATE_JOBS)
+    started = time.monotonic()
+    runs = {name: str(env.api(f"/api/v2/dags/{GATE_DAG}/dagRuns", "POST",
+                              {"logical_date": None, "conf": _gate_conf(env, name)})["dag_run_id"])
+            for name in GATE_JOBS}
+    deferred: set[tuple[str, str]] = set()
+    most_running = 0
+    in_flight_while_deferred = 0
+    stop = threading.Event()
+
+    def watch() -> None:
+        nonlocal most_running, in_flight_while_deferred
+        while not stop.is_set():
+            try:
+                rows, running = _task_states(env)
+            except sqlite3.OperationalError:  # the scheduler holds SQLite's write lock for a moment
+                stop.wait(0.1)
+                continue
+            most_running = max(most_running, running)
+            now = {(run, task) for run, task, state in rows if state == "deferred"}
+            deferred.update(now)
+            if now:
+                in_flight = sum((env.record(n) or {}).get("state") in IN_FLIGHT for n in GATE_JOBS)
+                in_flight_while_deferred = max(in_flight_while_deferred, in_flight)
+            stop.wait(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 300
+        for name, run_id in runs.items():
+            while (run := env.api(f"/api/v2/dags/{GATE_DAG}/dagRuns/{run_id}"))["state"] not in ("success", "failed"):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{name}: run not finished in 300 s: {_task_states(env)[0]}")
+                time.sleep(1)
+            if run["state"] != "success":
+                pytest.fail(f"{name}: run {run['state']}: {[r for r in _task_states(env)[0] if r[0] == run_id]}\n" +
+                            "\n".join(env.logs(run_id, GATE_DAG, task, attempt) for task in ("upgrade", "verify")
+                                      for attempt in (1, 2, 3)), pytrace=False)
+    finally:
+        stop.set()
+        watcher.join(timeout=30)
+    took = time.monotonic() - started
+
+    # each upgrade waited for Flink without a worker slot; the one slot was never exceeded
+    assert {(run_id, "upgrade") for run_id in runs.values()} <= deferred, deferred
+    assert most_running <= SLOTS, most_running
+    print(f"\n{len(GATE_JOBS)} gate runs (upgrade mode) on {SLOTS} slot in {took:.0f} s; deferred: {sorted(deferred)}; "
+          f"up to {in_flight_while_deferred} upgrade(s) in flight while a task was deferred")
+    _cancel(env, [_assert_upgraded(env, name, GATE_DAG, run_id) for name, run_id in runs.items()])

@@ -2,6 +2,11 @@
 
 A RECORDING, NOT A LIVE API (tests/k8s_api_server.py): the official client, configured from the connection's extras
 (the cncf.kubernetes provider's fields), talks to the recorded API serving the committed resource fixtures.
+
+Which builder configures the client is the environment's: the cncf.kubernetes provider is not in requirements.txt,
+so here it is the official client's loaders, and the tests say so (the log line naming the builder). The provider's
+`KubernetesHook` branch was run by hand with the provider on PYTHONPATH (these four tests, docs/guide.md "Kubernetes
+connection"); it is not part of the suite.
 """
 
 from __future__ import annotations
@@ -32,10 +37,24 @@ def _connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, extra: dict[str, 
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "kubernetes", "extra": extra}))
 
 
+def _builder_logged(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -> None:
+    """The hook's log names what built the client, for the provider this environment has or lacks (Airflow's
+    structlog may print the record rather than hand it to the capture handler: both are read)."""
+    from flink_gate.hooks.kubernetes import provider_hook_class
+
+    out, err = capfd.readouterr()
+    said = [line for line in (caplog.text + out + err).splitlines() if "Kubernetes connection 'k8s_" in line]
+    expected = "KubernetesHook" if provider_hook_class() is not None else "no cncf.kubernetes provider"
+    assert said and all(expected in line for line in said), said
+
+
 @pytest.mark.parametrize("how", ["kube_config", "kube_config_path", "prefixed"])
 def test_a_kubernetes_connection_reads_what_the_file_reader_reads(
-        api: RecordedApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+        api: RecordedApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        capfd: pytest.CaptureFixture[str], how: str) -> None:
     from flink_gate.hooks.kubernetes import read_flink_resource
+
+    caplog.set_level("INFO", logger="flink_gate.hooks.kubernetes")
 
     config = kubeconfig(tmp_path / "kc", api, current="elsewhere")  # the context must come from the connection
     extra: dict[str, object] = {"namespace": "streaming", "cluster_context": "recorded"}
@@ -51,12 +70,22 @@ def test_a_kubernetes_connection_reads_what_the_file_reader_reads(
     assert k8s_operator.current_snapshot(live.resources) == k8s_operator.current_snapshot(from_file)
     assert k8s_operator.job_settings(live.resources) == k8s_operator.job_settings(from_file)
     assert live.ref.namespace == "streaming" and api.received
+    _builder_logged(caplog, capfd)
 
 
-def test_a_connection_that_cannot_configure_the_client_is_one_line(monkeypatch: pytest.MonkeyPatch,
-                                                                   tmp_path: Path) -> None:
+@pytest.mark.parametrize("extra", [{"kube_config_path": "missing"}, {"kube_config": "{not a kubeconfig"},
+                                   {"kube_config": json.dumps({"contexts": []}), "cluster_context": "nowhere"}],
+                         ids=["missing file", "malformed content", "unknown context"])
+def test_a_connection_that_cannot_configure_the_client_is_one_line(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+        tmp_path: Path, extra: dict[str, str]) -> None:
     from flink_gate.hooks.kubernetes import read_flink_resource
 
-    _connection(monkeypatch, "k8s_bad", {"kube_config_path": str(tmp_path / "missing")})
-    with pytest.raises(StorageError, match=r"^Airflow connection 'k8s_bad': cannot configure the Kubernetes client"):
+    caplog.set_level("INFO", logger="flink_gate.hooks.kubernetes")
+    if "kube_config_path" in extra:
+        extra = {"kube_config_path": str(tmp_path / extra["kube_config_path"])}
+    _connection(monkeypatch, "k8s_bad", extra)
+    with pytest.raises(StorageError, match=r"^(Airflow )?connection 'k8s_bad'[^\n]*$") as raised:
         read_flink_resource("streaming/flinkdeployment/orders", "k8s_bad")
+    assert "Traceback" not in str(raised.value) and raised.value.__cause__ is None
+    _builder_logged(caplog, capfd)

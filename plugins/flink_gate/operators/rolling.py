@@ -36,18 +36,10 @@ class RollOutOperator(BaseOperator):
         return self._step(context, tuple((event or {}).get("timed_out") or ()))
 
     def _step(self, context: Any, timed_out: tuple[str, ...]) -> dict[str, Any]:
+        from flink_gate.operators.flink_waits import defer_to_triggerer
         from flink_gate.rolling_deferred import WaveWaiting, roll_out_deferred
-        from flink_gate.triggers.flink_waits import FlinkWaitsTrigger
 
-        params = context["params"]
         try:
             return roll_out_deferred(context, self.waves, notifiers(), timed_out)
         except WaveWaiting as waiting:
-            self.log.info("deferring: %s", "; ".join(f"{w['job']} waits for {w['kind']} of job {w['job_id']}"
-                                                     for w in waiting.waits))
-            self.defer(trigger=FlinkWaitsTrigger(waiting.waits, flink_conn_id=params.get("flink_conn_id") or
-                                                 "flink_default", rest_timeout_s=float(params.get("rest_timeout_s")
-                                                                                       or 30),
-                                                 timeout_s=float(params.get("timeout_s") or 600)),
-                       method_name="resume_rollout")
-            raise  # unreachable: `defer` raises TaskDeferred
+            defer_to_triggerer(self, context["params"], waiting.waits, "resume_rollout")
