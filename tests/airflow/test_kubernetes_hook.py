@@ -3,10 +3,9 @@
 A RECORDING, NOT A LIVE API (tests/k8s_api_server.py): the official client, configured from the connection's extras
 (the cncf.kubernetes provider's fields), talks to the recorded API serving the committed resource fixtures.
 
-Which builder configures the client is the environment's: the cncf.kubernetes provider is not in requirements.txt,
-so here it is the official client's loaders, and the tests say so (the log line naming the builder). The provider's
-`KubernetesHook` branch was run by hand with the provider on PYTHONPATH (these four tests, docs/guide.md "Kubernetes
-connection"); it is not part of the suite.
+Both builders are run: the cncf.kubernetes provider's `KubernetesHook` (pinned in requirements.txt, so the Airflow
+environment has it) and, for a deployment without the provider, the official client's own loaders (the provider's
+module made unimportable, as in an environment that lacks it). The log line naming the builder says which ran.
 """
 
 from __future__ import annotations
@@ -37,21 +36,36 @@ def _connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, extra: dict[str, 
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "kubernetes", "extra": extra}))
 
 
-def _builder_logged(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -> None:
-    """The hook's log names what built the client, for the provider this environment has or lacks (Airflow's
-    structlog may print the record rather than hand it to the capture handler: both are read)."""
-    from flink_gate.hooks.kubernetes import provider_hook_class
+PROVIDER_HOOK = "airflow.providers.cncf.kubernetes.hooks.kubernetes"
 
+
+@pytest.fixture(params=["provider", "official client"], autouse=True)
+def builder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which builder configures the client: the provider's hook, or (its module unimportable, as where it is not
+    installed) the official client's loaders."""
+    import importlib
+    import sys
+
+    if request.param == "provider":
+        importlib.import_module(PROVIDER_HOOK)  # installed (requirements.txt): a missing provider fails here
+    else:
+        monkeypatch.setitem(sys.modules, PROVIDER_HOOK, None)  # `import` raises ImportError, as without it
+    return request.param
+
+
+def _builder_logged(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str], builder: str) -> None:
+    """The hook's log names what built the client (Airflow's structlog may print the record rather than hand it to
+    the capture handler: both are read)."""
     out, err = capfd.readouterr()
     said = [line for line in (caplog.text + out + err).splitlines() if "Kubernetes connection 'k8s_" in line]
-    expected = "KubernetesHook" if provider_hook_class() is not None else "no cncf.kubernetes provider"
+    expected = "KubernetesHook" if builder == "provider" else "no cncf.kubernetes provider"
     assert said and all(expected in line for line in said), said
 
 
 @pytest.mark.parametrize("how", ["kube_config", "kube_config_path", "prefixed"])
 def test_a_kubernetes_connection_reads_what_the_file_reader_reads(
         api: RecordedApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
-        capfd: pytest.CaptureFixture[str], how: str) -> None:
+        capfd: pytest.CaptureFixture[str], builder: str, how: str) -> None:
     from flink_gate.hooks.kubernetes import read_flink_resource
 
     caplog.set_level("INFO", logger="flink_gate.hooks.kubernetes")
@@ -70,7 +84,7 @@ def test_a_kubernetes_connection_reads_what_the_file_reader_reads(
     assert k8s_operator.current_snapshot(live.resources) == k8s_operator.current_snapshot(from_file)
     assert k8s_operator.job_settings(live.resources) == k8s_operator.job_settings(from_file)
     assert live.ref.namespace == "streaming" and api.received
-    _builder_logged(caplog, capfd)
+    _builder_logged(caplog, capfd, builder)
 
 
 @pytest.mark.parametrize("extra", [{"kube_config_path": "missing"}, {"kube_config": "{not a kubeconfig"},
@@ -78,7 +92,7 @@ def test_a_kubernetes_connection_reads_what_the_file_reader_reads(
                          ids=["missing file", "malformed content", "unknown context"])
 def test_a_connection_that_cannot_configure_the_client_is_one_line(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
-        tmp_path: Path, extra: dict[str, str]) -> None:
+        tmp_path: Path, builder: str, extra: dict[str, str]) -> None:
     from flink_gate.hooks.kubernetes import read_flink_resource
 
     caplog.set_level("INFO", logger="flink_gate.hooks.kubernetes")
@@ -88,4 +102,4 @@ def test_a_connection_that_cannot_configure_the_client_is_one_line(
     with pytest.raises(StorageError, match=r"^(Airflow )?connection 'k8s_bad'[^\n]*$") as raised:
         read_flink_resource("streaming/flinkdeployment/orders", "k8s_bad")
     assert "Traceback" not in str(raised.value) and raised.value.__cause__ is None
-    _builder_logged(caplog, capfd)
+    _builder_logged(caplog, capfd, builder)

@@ -31,8 +31,8 @@ def _field(extra: dict[str, Any], name: str) -> Any:
 
 
 def provider_hook_class() -> type | None:
-    """The cncf.kubernetes provider's `KubernetesHook`, or None when the provider is not installed (it is not in
-    requirements.txt: the official client alone reads the same connection fields)."""
+    """The cncf.kubernetes provider's `KubernetesHook`, or None where the provider is not installed (it is in our
+    requirements.txt, but a deployment may leave it out: the official client alone reads the same fields)."""
     try:
         from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
     except ImportError:
