@@ -3,8 +3,10 @@
  *
  * One call computes, for one StreamGraph, which edges chain (StreamingJobGraphGenerator#isChainable)
  * and the V2 and/or V3 node hashes (StreamGraphHasherV2#traverseStreamGraphAndGenerateHashes,
- * FLIP-411's V3 without the chained-output terms). It reads the frozen StreamNode/StreamEdge objects
- * directly, so Python builds nothing per node. It is a port of the Python rules line by line; the
+ * FLIP-411's V3 without the chained-output terms) in one traversal. It reads the frozen
+ * StreamNode/StreamEdge objects directly, so Python builds nothing per node but the results, and its
+ * working memory is kept between calls (docs/performance.md, "Operator IDs": where a graph's CPU
+ * went and what each change saved). It is a port of the Python rules line by line; the
  * pure-Python modules stay the readable reference and the fallback, and tests/hashing/test_fastids.py
  * checks both give identical results (docs/performance.md, "Operator IDs").
  *
@@ -117,7 +119,7 @@ static PyObject *py_murmur3_128(PyObject *self, PyObject *arg) {
     return PyBytes_FromStringAndSize((const char *)out, 16);
 }
 
-/* ---- the enum members the rules compare by identity, registered once by hashing/fast.py ---------- */
+/* ---- the enum members the rules compare by identity, registered once by hashing/hashers.py ------- */
 enum { NEVER, HEAD, HEAD_WITH_SOURCES, FORWARD, FORWARD_FOR_CONSECUTIVE_HASH, BATCH, SOURCE, LEGACY_SOURCE,
        YIELDING, N_CONST };
 static PyObject *consts[N_CONST];
