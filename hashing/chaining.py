@@ -76,12 +76,15 @@ def are_operators_chainable(up: StreamNode, down: StreamNode, graph: StreamGraph
     return ok
 
 
-def chainable_edges(graph: StreamGraph) -> frozenset[int]:
-    """Positions (in `graph.edges`) of the chainable edges; computed once per graph."""
+def chainable_edges(graph: StreamGraph) -> bytes:
+    """One flag per edge position (1: the edge chains), computed once per graph.
+
+    A flag per position rather than a set of positions: the compiled hasher hands it back as one
+    bytes object, with no Python object per edge (docs/performance.md, "Operator IDs")."""
     cached = graph.cache.get("chainable_edges")
     if cached is None:
-        cached = frozenset(i for i, e in enumerate(graph.edges) if is_chainable(e, graph)) \
-            if graph.chaining_enabled else frozenset()
+        cached = bytes(is_chainable(e, graph) for e in graph.edges) if graph.chaining_enabled \
+            else bytes(len(graph.edges))
         graph.cache["chainable_edges"] = cached
     return cached  # type: ignore[return-value]
 
@@ -89,6 +92,6 @@ def chainable_edges(graph: StreamGraph) -> frozenset[int]:
 def chainable_out_edge_counts(graph: StreamGraph) -> dict[int, int]:
     """Per node, how many of its out-edges are chainable: the only thing V2 hashes about chaining."""
     counts = dict.fromkeys(graph.by_id, 0)
-    for i in chainable_edges(graph):
-        counts[graph.edges[i].source] += 1
+    for edge, chains in zip(graph.edges, chainable_edges(graph), strict=True):
+        counts[edge.source] += chains
     return counts

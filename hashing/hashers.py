@@ -31,7 +31,7 @@ from hashing.shipped_extensions import load_shipped
 try:
     from hashing import _fastids
 except ImportError:  # built without a C compiler, or our packages came as a zip: maybe Spark shipped the file
-    _fastids = load_shipped("_fastids")
+    _fastids = load_shipped("hashing._fastids")
 if _fastids is not None:
     _fastids.configure((ChainingStrategy.NEVER, ChainingStrategy.HEAD, ChainingStrategy.HEAD_WITH_SOURCES,
                         Partitioner.FORWARD, Partitioner.FORWARD_FOR_CONSECUTIVE_HASH, ExchangeMode.BATCH,
@@ -54,20 +54,19 @@ def stream_graph_hashes(graph: StreamGraph, *, v2: bool, v3: bool, compiled: boo
                         ) -> tuple[dict[int, bytes] | None, dict[int, bytes] | None]:
     """The V2 and/or V3 hashes of one graph in one pass (`compute_operator_ids` under V3 needs both).
 
-    Compiled when possible; the chainable edges it finds are cached on the graph for `chains`. A
-    graph the compiled code does not handle (it returns None: a cycle, an unknown edge end) and
-    `compiled=False` go through the Python rules, which also raise the product's errors.
+    Compiled when possible: one C call per graph, one traversal for both hashers; the chainable
+    edges it finds are cached on the graph for `chains`. A graph the compiled code does not handle
+    (it returns None: a cycle, an unknown edge end) and `compiled=False` go through the Python
+    rules, which also raise the product's errors; a uid collision comes back as the uid.
     """
     if compiled and _fastids is not None:
         done = _fastids.hash_graph(graph.nodes, graph.edges, graph.chaining_enabled,
                                    graph.chain_operators_with_different_max_parallelism, v2, v3)
+        if type(done) is tuple:
+            graph.cache.setdefault("chainable_edges", done[0])
+            return done[1], done[2]
         if done is not None:
-            chainable, h2, h3 = done
-            graph.cache.setdefault("chainable_edges", chainable)
-            for h in (h2, h3):
-                if isinstance(h, str):
-                    raise FlinkError(HASH_COLLISION_MSG.format(uid=h))
-            return h2, h3
+            raise FlinkError(HASH_COLLISION_MSG.format(uid=done))
     return (traverse_python(graph, chained_output_terms=True) if v2 else None,
             traverse_python(graph, chained_output_terms=False) if v3 else None)
 

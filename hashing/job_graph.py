@@ -53,8 +53,7 @@ def chains(graph: StreamGraph) -> list[tuple[int, list[int]]]:
     its own chain unless already built), then the node itself; a chain is complete when
     its head finishes.
     """
-    flags = chainable_edges(graph)
-    chainable = {id(e): i in flags for i, e in enumerate(graph.edges)}
+    chainable = {id(e): flag == 1 for e, flag in zip(graph.edges, chainable_edges(graph), strict=True)}
     built: set[int] = set()
     members: dict[int, list[int]] = {}
     result: list[tuple[int, list[int]]] = []

@@ -17,7 +17,7 @@ from hashing.shipped_extensions import load_shipped
 try:
     from hashing import _javastrings
 except ImportError:  # built without a C compiler (NumPy's rules run), or our packages came as a zip to a Spark
-    _javastrings = load_shipped("_javastrings")  # executor: maybe the driver shipped the file beside it
+    _javastrings = load_shipped("hashing._javastrings")  # executor: maybe the driver shipped the file beside it
 
 _U32 = np.uint32
 # what computes String.hashCode of Arrow strings, for logs and benchmarks: "compiled" or "numpy"

@@ -166,15 +166,18 @@ def _ship_packages(spark: SparkSession) -> None:
             spark.sparkContext.addFile(str(extension))
 
 
-COMPILED_EXTENSIONS = ("_fastids", "_javastrings")  # the hasher; String.hashCode for key_alignment
+# the built extensions executors get beside the zip: the hasher, String.hashCode for key_alignment, and the
+# `_metadata` reader's subtask loop (savepoint_scan); each is loaded there by `hashing.shipped_extensions`
+COMPILED_EXTENSIONS = ("hashing._fastids", "hashing._javastrings", "upgrade_gate.flink.metadata._fastsubtasks")
 
 
-def compiled_extension_file(name: str) -> Path | None:
-    """The built `hashing.<name>` extension of this interpreter (`pip install -e .`), or None."""
+def compiled_extension_file(module: str) -> Path | None:
+    """The built extension `module` (its dotted name) of this interpreter (`pip install -e .`), or None."""
     from importlib.machinery import EXTENSION_SUFFIXES
 
+    package, _, name = module.rpartition(".")
     for suffix in EXTENSION_SUFFIXES:
-        path = REPO / "hashing" / f"{name}{suffix}"
+        path = REPO.joinpath(*package.split("."), f"{name}{suffix}")
         if path.is_file():
             return path
     return None
@@ -182,7 +185,7 @@ def compiled_extension_file(name: str) -> Path | None:
 
 def compiled_hasher_file() -> Path | None:
     """The built `hashing._fastids` extension of this interpreter (`pip install -e .`), or None."""
-    return compiled_extension_file("_fastids")
+    return compiled_extension_file("hashing._fastids")
 
 
 # ---- which hasher the executors ran -------------------------------------------------------
@@ -197,9 +200,10 @@ class _Union:
 
 
 def hasher_use(spark: SparkSession) -> Any:
-    """An accumulator the tasks tell which hasher they ran ("compiled" or "python"; `note_hasher`).
+    """An accumulator the tasks tell which hasher they ran ("compiled" or "python"; `note_hasher`), or
+    which `_metadata` subtask loop (`note_subtask_loop`): one accumulator per thing reported.
 
-    On a cluster the Python workers load our code from a shipped zip, where the compiled hasher
+    On a cluster the Python workers load our code from a shipped zip, where a compiled extension
     cannot be imported (`_ship_packages`): the driver log and the fleet report say what really ran."""
     return spark.sparkContext.accumulator(frozenset(), _Union())
 
@@ -208,6 +212,14 @@ def note_hasher(use: Any | None) -> None:
     """Executor side: add this worker's hasher implementation to the driver's accumulator."""
     if use is not None:
         from hashing.hashers import IMPLEMENTATION
+
+        use.add(frozenset({IMPLEMENTATION}))
+
+
+def note_subtask_loop(use: Any | None) -> None:
+    """Executor side: add which loop reads this worker's `_metadata` subtasks (compiled or Python)."""
+    if use is not None:
+        from upgrade_gate.flink.metadata.fast_reader import IMPLEMENTATION
 
         use.add(frozenset({IMPLEMENTATION}))
 

@@ -150,11 +150,11 @@ def _operator_facts(op: OperatorState) -> tuple[Any, ...]:
 
 def scan_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None,
                    columns_of: Callable[[str, str, Any], Columns] | None = None,
-                   schema_ddl: str | None = None) -> Iterator[pa.RecordBatch]:
+                   schema_ddl: str | None = None, loop: Any | None = None) -> Iterator[pa.RecordBatch]:
     """Executor side: one boto3 client per task, every job of the task -> its rows (`columns_of(job, savepoint,
     client)`: this job's `operator_columns`, or another per-savepoint table's, e.g. `state_serializers`). A job
     that cannot be read becomes one error row; rows are written every `_ROWS_PER_BATCH` so a task's memory
-    stays flat."""
+    stays flat. `loop`: a `common.hasher_use` accumulator, told which `_metadata` subtask loop this worker ran."""
     from hashing.errors import InputError
     from spark_jobs.progress import Ticker
 
@@ -162,6 +162,7 @@ def scan_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] 
     ticker = Ticker(progress)
 
     common.tune_worker_gc()
+    common.note_subtask_loop(loop)
     pending = ColumnBuffer(common.arrow_schema(schema_ddl or SCHEMA_DDL))
     client = None
     for batch in batches:
@@ -183,11 +184,12 @@ def scan_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] 
     ticker.close()
 
 
-def scan_rows(jobs: DataFrame, progress: tuple[str, int] | None = None) -> ArrowRows:
+def scan_rows(jobs: DataFrame, progress: tuple[str, int] | None = None, loop: Any | None = None) -> ArrowRows:
     """(job, savepoint) rows -> one row per operator state of each job's newest savepoint.
 
-    `progress`: the driver's `progress.Progress.address`, which each task tells how many jobs it did."""
-    return ArrowRows(jobs.select("job", "savepoint"), lambda it: scan_partition(it, progress), SCHEMA_DDL)
+    `progress`: the driver's `progress.Progress.address`, which each task tells how many jobs it did;
+    `loop`: a `common.hasher_use` accumulator, which each task tells which `_metadata` subtask loop it ran."""
+    return ArrowRows(jobs.select("job", "savepoint"), lambda it: scan_partition(it, progress, loop=loop), SCHEMA_DDL)
 
 
 def savepoint_scan(jobs: DataFrame) -> DataFrame:
@@ -213,16 +215,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def scan_fleet(args: argparse.Namespace, job: str,
-               rows: Callable[[DataFrame, tuple[str, int] | None], ArrowRows]) -> tuple[Any, Any, float]:
-    """Driver side of a per-savepoint table: list the jobs, scan them in tasks with progress, write the table.
-    Returns (log, spark session, start time) for the job's closing line."""
+               rows: Callable[[DataFrame, tuple[str, int] | None, Any], ArrowRows]) -> tuple[Any, Any, float]:
+    """Driver side of a per-savepoint table: list the jobs, scan them in tasks with progress, write the table,
+    log which `_metadata` subtask loop the executors ran (a cluster's get our code as a zip: the compiled one
+    only if it was shipped beside it). Returns (log, spark session, start time) for the job's closing line."""
     log, spark = common.start(job, args.master, python_bound=True)
     t = time.perf_counter()
     job_rows = savepoint_job_rows(spark, args.savepoints)
     jobs = savepoint_jobs(spark, args.savepoints, args.partitions, job_rows)
     log.info("%s: %d jobs in %d tasks", args.savepoints, len(job_rows), jobs.rdd.getNumPartitions())
+    loop = common.hasher_use(spark)
     with Progress.for_session(spark, log, job, len(job_rows), args.progress_interval) as progress:
-        write_table(rows(jobs, progress.address), args.output, overwrite=args.overwrite)
+        write_table(rows(jobs, progress.address, loop), args.output, overwrite=args.overwrite)
+    log.info("_metadata subtask loop: %s (what the executors ran: upgrade_gate/flink/metadata/_fastsubtasks, "
+             "or the Python loop)", common.hasher_used(loop))
     return log, spark, t
 
 

@@ -118,10 +118,10 @@ def _serializer_columns(job: str, savepoint: str, client: Any | None) -> Columns
     return columns.from_rows(serializer_rows(job, savepoint, client))
 
 
-def scan_rows(jobs: DataFrame, progress: tuple[str, int] | None = None) -> ArrowRows:
-    """(job, savepoint) rows -> one row per state of each job's newest savepoint."""
+def scan_rows(jobs: DataFrame, progress: tuple[str, int] | None = None, loop: Any | None = None) -> ArrowRows:
+    """(job, savepoint) rows -> one row per state of each job's newest savepoint (`loop`: as savepoint_scan's)."""
     return ArrowRows(jobs.select("job", "savepoint"),
-                     lambda it: savepoint_scan.scan_partition(it, progress, _serializer_columns, SCHEMA_DDL),
+                     lambda it: savepoint_scan.scan_partition(it, progress, _serializer_columns, SCHEMA_DDL, loop),
                      SCHEMA_DDL)
 
 

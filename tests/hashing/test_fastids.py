@@ -70,7 +70,7 @@ def _hashes(make: Callable[[], StreamGraph], compiled: bool) -> object:
     def run() -> object:
         v2, v3 = stream_graph_hashes(graph, v2=True, v3=True, compiled=compiled)
         from hashing.chaining import chainable_edges
-        return list(v2.items()), list(v3.items()), sorted(chainable_edges(graph))  # type: ignore[union-attr]
+        return list(v2.items()), list(v3.items()), chainable_edges(graph)  # type: ignore[union-attr]
 
     return _outcome(run)
 
@@ -186,20 +186,22 @@ sys.path.insert(0, sys.argv[1])  # our packages as a cluster executor gets them:
 pyspark.files.SparkFiles._is_running_on_worker = True
 pyspark.files.SparkFiles._root_directory = sys.argv[2]
 import hashing.hashers as h
-print(h.IMPLEMENTATION, sys.modules["hashing"].__file__.startswith(sys.argv[1]))
+import upgrade_gate.flink.metadata.fast_reader as r
+print(h.IMPLEMENTATION, r.IMPLEMENTATION, sys.modules["hashing"].__file__.startswith(sys.argv[1]),
+      sys.modules["upgrade_gate"].__file__.startswith(sys.argv[1]))
 """
 
 
 @pytest.mark.parametrize("shipped", [True, False], ids=["extension-shipped", "nothing-shipped"])
 def test_a_zipped_executor_runs_the_shipped_extension_else_python(shipped: bool, tmp_path: Path) -> None:
-    """On a cluster the executors import our code from a zip, which cannot hold the extension: the file the
-    driver ships with `addFile` (`common.compiled_hasher_file`) is loaded from SparkFiles; without it the
-    Python rules run, and nothing fails."""
+    """On a cluster the executors import our code from a zip, which cannot hold an extension: the files the
+    driver ships with `addFile` (`common.COMPILED_EXTENSIONS`: the hasher, the `_metadata` subtask loop, ...)
+    are loaded from SparkFiles; without them the Python rules and the Python loop run, and nothing fails."""
     import subprocess
     import sys
     import zipfile
 
-    from spark_jobs.common import SHIPPED_PACKAGES, compiled_hasher_file
+    from spark_jobs.common import COMPILED_EXTENSIONS, SHIPPED_PACKAGES, compiled_extension_file, compiled_hasher_file
 
     packages = tmp_path / "packages.zip"
     with zipfile.ZipFile(packages, "w") as zf:
@@ -208,11 +210,14 @@ def test_a_zipped_executor_runs_the_shipped_extension_else_python(shipped: bool,
                 zf.write(path, path.relative_to(REPO).as_posix())
     files = tmp_path / "files"
     files.mkdir()
-    extension = compiled_hasher_file()
-    assert extension is not None  # built by `pip install -e .`, as test_the_compiled_hasher_is_built_and_used says
-    if shipped:
-        (files / extension.name).write_bytes(extension.read_bytes())
+    assert compiled_hasher_file() is not None  # built by `pip install -e .`, as test_the_compiled_hasher_... says
+    assert "upgrade_gate.flink.metadata._fastsubtasks" in COMPILED_EXTENSIONS
+    for module in COMPILED_EXTENSIONS:  # what common._ship_packages ships
+        extension = compiled_extension_file(module)
+        assert extension is not None, module
+        if shipped:
+            (files / extension.name).write_bytes(extension.read_bytes())
     out = subprocess.run([sys.executable, "-c", _EXECUTOR_PROBE, str(packages), str(files)], capture_output=True,
                          text=True, cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
                          check=True).stdout.split()
-    assert out == ["compiled" if shipped else "python", "True"]
+    assert out == ["compiled" if shipped else "python"] * 2 + ["True", "True"]

@@ -208,7 +208,7 @@ def test_a_zipped_executor_runs_the_shipped_string_hash_else_numpy(shipped: bool
     NumPy computes the same codes, and nothing fails."""
     from spark_jobs.common import COMPILED_EXTENSIONS, SHIPPED_PACKAGES, compiled_extension_file
 
-    assert "_javastrings" in COMPILED_EXTENSIONS
+    assert "hashing._javastrings" in COMPILED_EXTENSIONS
     packages = tmp_path / "packages.zip"
     with zipfile.ZipFile(packages, "w") as zf:
         for pkg in SHIPPED_PACKAGES:
@@ -216,7 +216,7 @@ def test_a_zipped_executor_runs_the_shipped_string_hash_else_numpy(shipped: bool
                 zf.write(path, path.relative_to(REPO).as_posix())
     files = tmp_path / "files"
     files.mkdir()
-    extension = compiled_extension_file("_javastrings")
+    extension = compiled_extension_file("hashing._javastrings")
     assert extension is not None  # built by `pip install -e .`, as test_the_compiled_string_hash_is_built_and_used
     if shipped:
         (files / extension.name).write_bytes(extension.read_bytes())

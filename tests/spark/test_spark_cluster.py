@@ -5,8 +5,9 @@ A generated fleet of 40 jobs (and a key sample with planted misplacements) lives
 reading their inputs from S3 and writing their tables to S3 (the workers write Parquet parts with
 pyarrow, the driver commits a manifest: no s3a connector). The same jobs on an in-process `local[2]`
 session write local tables. Every table must hold the same rows, and the work must really have run
-on both workers, with the compiled hasher (shipped beside the code's zip). `key_alignment` reads its
-sample from S3 in the executors (pyarrow) and writes `offenders/` and `report.json` to S3.
+on both workers, with the compiled hasher and `_metadata` subtask loop (shipped beside the code's zip).
+`key_alignment` reads its sample from S3 in the executors (pyarrow) and writes `offenders/` and `report.json`
+to S3.
 """
 
 from __future__ import annotations
@@ -77,10 +78,12 @@ def test_fleet_jobs_on_a_two_worker_cluster_equal_local_mode(spark_cluster: Spar
             assert proc.returncode in ((0, 1) if name == "check" else (0,)), logs[name][-4000:]
             assert "Traceback" not in logs[name], logs[name][-4000:]
     assert f"wrote {out}/ids:" in logs["ids"] and f"wrote {out}/scan:" in logs["scan"]
-    # the executors got our code as a zip, which cannot hold a compiled extension: the built hasher came as a
-    # shipped file (SparkFiles), and every task of the jobs that hash ran it, not the Python fallback
+    # the executors got our code as a zip, which cannot hold a compiled extension: the built hasher and the
+    # `_metadata` subtask loop came as shipped files (SparkFiles), and every task of the jobs that hash or read
+    # `_metadata` ran them, not the Python fallbacks
     assert "fleet_ids: hasher: compiled (" in logs["ids"], logs["ids"][-4000:]
     assert "fleet_check: hasher: compiled (" in logs["check"], logs["check"][-4000:]
+    assert "savepoint_scan: _metadata subtask loop: compiled (" in logs["scan"], logs["scan"][-4000:]
     # progress: jobs done / total with rate and ETA in every driver log, ending at the total
     for name, job in (("ids", "fleet_ids"), ("scan", "savepoint_scan"), ("check", "fleet_check")):
         lines = re.findall(rf"{job}: ([\d,]+)/{JOBS} jobs \(([\d.]+) %\), ([\d.]+) jobs/s, ([^,]+),", logs[name])

@@ -606,14 +606,19 @@ V3_SUBTASK_LAYOUT: FastReader = _V3SubtaskLayout("v3 subtask layout", frozenset(
 
 def _load_compiled() -> ModuleType | None:
     """The compiled subtask loop (`_fastsubtasks.c`, built by `pip install -e .`), configured with the
-    model's classes and slots; None where it was not built (no compiler): the Python loop above reads alone.
+    model's classes and slots; None where it was not built (no compiler) and no Spark executor was shipped
+    the built file (`hashing.shipped_extensions`): the Python loop above reads alone.
 
     Its results and errors are this module's (it stops before any entry it does not take);
     tests/flink/test_metadata_fastpath.py reads every input with and without it."""
     try:
         import upgrade_gate.flink.metadata._fastsubtasks as _fastsubtasks  # the module, not its package
-    except ImportError:
-        return None
+    except ImportError:  # not built, or our packages came as a zip: maybe Spark shipped the file beside it
+        from hashing.shipped_extensions import load_shipped
+
+        _fastsubtasks = load_shipped(_EXTENSION)
+        if _fastsubtasks is None:
+            return None
     layouts = (
         (OperatorSubtaskState, SUBTASK_SLOTS), (OperatorStreamStateHandle, ("state_name_to_partition_offsets",
                                                                             "delegate")),
@@ -633,5 +638,8 @@ SUBTASK_SLOTS = ("managed_operator_state", "raw_operator_state", "managed_keyed_
                  "input_channel_state", "result_subpartition_state", "finished", "channel_state_size", "state_size",
                  "has_state")
 KEY_GROUPS_SLOTS = ("key_group_range", "offsets", "delegate", "state_handle_id")
+_EXTENSION = "upgrade_gate.flink.metadata._fastsubtasks"
 _compiled: ModuleType | None = _load_compiled()
 COMPILED = _compiled is not None  # whether subtasks are read by the compiled loop (bench and tests report it)
+# what reads subtasks, for logs and reports: "compiled" or "python" (`spark_jobs.common.note_subtask_loop`)
+IMPLEMENTATION = "compiled" if COMPILED else "python"
