@@ -24,24 +24,11 @@ import json
 import os
 import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hashing.document_limits import Limits as Limits  # re-exported: the readers name it from here
 from hashing.errors import InputError
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """What one kind of document may hold. The defaults are the graph reader's (docs/graph-spec.md)."""
-
-    max_bytes: int = 16 * 1024 * 1024
-    # containers, separators and lines counted in the text before it is parsed (~60 bytes of objects each)
-    max_values: int = 1_000_000
-    max_depth: int = 100
-    # Java's long has 19 digits; a longer number is no id, count, timestamp or size
-    max_number_chars: int = 100
-
 
 _KIND = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device",
          stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from hashing.documents import Limits
+from hashing.document_limits import Limits
 from hashing.errors import InputError, describe
 
 __all__ = ["load_yaml"]

@@ -8,6 +8,7 @@ core's one-line error, while the connection's own botocore settings (path-style 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 
@@ -67,4 +68,5 @@ def test_hook_reading_a_trickling_server_ends_at_the_budget(monkeypatch: pytest.
             SavepointStorageHook(CONN_ID).load_savepoint("s3://bucket/job/sp/_metadata")
         elapsed = time.monotonic() - start
     assert 2.9 <= elapsed < 4.5, elapsed  # the 3 s budget plus slack; trickled to the end it would take 100 s
-    assert "s3://bucket/job/sp/_metadata: timed out after 3.0 s" in str(info.value)
+    # the message gives the time measured (the budget plus the last read's slack on a busy machine) and the limit
+    assert re.search(r"s3://bucket/job/sp/_metadata: timed out after [34]\.\d s .*the limit is 3 s", str(info.value))
