@@ -385,6 +385,9 @@ def test_a_10000_job_fleet_summary_loads_searches_and_pages(stack, standalone, b
     assert "v-RESTORE_FAILS" in page1[0][1]  # worst first: Flink refuses these savepoints
     height = driver.execute_script("return document.body.scrollHeight")
     assert height < 10000, height  # one page of rows, not 10,000
+    tallest = driver.execute_script(
+        "return Math.max(...[...document.querySelectorAll('tr.fleet-row')].map(r => r.offsetHeight))")
+    assert tallest < 70, tallest  # Flink's long refusal folds: a row is a line or three, not a paragraph
     driver.save_screenshot(str(_shot_dir() / "ui-fleet-10000.png"))
     # the pager: next goes to rows 101-200, last to the 100th page
     driver.find_element(By.CSS_SELECTOR, "#pager-top a[rel=next]").click()

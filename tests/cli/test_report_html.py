@@ -14,7 +14,7 @@ import pytest
 
 from hashing.readers import parse_graph
 from upgrade_gate.report.colours import UNKNOWN_COLOUR, colour
-from upgrade_gate.report.fleet import fleet_rows, render_fleet
+from upgrade_gate.report.fleet import fleet_rows, note_summary, render_fleet
 from upgrade_gate.report.html import render_html, render_report
 from upgrade_gate.report.sizes import human_bytes
 from upgrade_gate.storage.check_inputs import check_upgrade
@@ -157,6 +157,23 @@ def test_fleet_summary_lists_every_job_worst_first() -> None:
     assert _text(page.split('id="sentence">', 1)[1]).startswith(
         "5 jobs checked, 1 RESTORE_FAILS, 1 SAFE, 1 STATE_LOSS, 1 STATE_MISROUTED, 1 not checked")
     assert "<pre>" not in page and '"gate"' not in page  # a table, not a JSON dump
+
+
+def test_a_long_flink_error_folds_so_a_fleet_row_stays_one_or_two_lines() -> None:
+    """A RESTORE_FAILS row carries Flink's whole refusal (its savepoint path, the operator, the advice), hundreds
+    of characters; on a page of 100 such rows the table was taller than the screen many times over. The row shows
+    the start of the message, and the whole of it opens in place."""
+    from upgrade_gate.flink.assignment.errors import non_restored_state
+
+    error = non_restored_state("file:/a/very/long/path/" + "x" * 200, "516eaa7f18ad784cd25c9db2e7dca057").message
+    page = render_fleet(SUMMARY, [{**FLEET[3], "flink_error": error}, {**FLEET[4], "error": "no _metadata"}])
+    summary = re.search(r'<td class="row-note"><details><summary>(.*?)</summary>(.*?)</details></td>', page)
+    assert summary is not None and len(summary.group(1)) <= 111
+    # the cell starts with the reason, not Flink's preamble and the savepoint's path (the same on every row)
+    assert summary.group(1).startswith("Cannot map checkpoint/savepoint state for operator 516eaa7f")
+    assert summary.group(2) == error
+    assert '<td class="row-note">no _metadata</td>' in page  # a short note stays plain text
+    assert note_summary("word " * 40).endswith("word…") and len(note_summary("word " * 40)) <= 111
 
 
 def test_fleet_sort_and_filter_by_query_parameters() -> None:

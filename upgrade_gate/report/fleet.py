@@ -11,9 +11,23 @@ from urllib.parse import urlencode
 from upgrade_gate.report.html import render_page
 from upgrade_gate.vocabulary import Verdict
 
-__all__ = ["FLEET_PAGE", "fleet_rows", "render_fleet"]
+__all__ = ["FLEET_PAGE", "fleet_rows", "note_summary", "render_fleet"]
 
 FLEET_PAGE = 100  # fleet jobs per page in the view
+NOTE_FOLD = 120  # a row note longer than this shows its start, and opens in place
+_ROLLBACK = "Failed to rollback to checkpoint/savepoint "  # Flink's preamble to every load-validation refusal
+
+
+def note_summary(note: str, width: int = NOTE_FOLD - 10) -> str:
+    """The start of a long row note, for a folded cell. Flink's load-validation refusals open with
+    "Failed to rollback to checkpoint/savepoint <path>." (`Checkpoints.loadAndValidateCheckpoint`): the same
+    words on every row, and a path that, unbroken, fills the cell. The reason is the sentence after it."""
+    if note.startswith(_ROLLBACK) and ". " in note:
+        note = note.split(". ", 1)[1]
+    if len(note) <= width:
+        return note
+    cut = note[:width].rsplit(" ", 1)[0] if " " in note[:width] else note[:width]
+    return cut.rstrip(" ,.;:") + "…"
 
 
 def fleet_rows(rows: Iterable[dict[str, Any]], *, sort: str = "severity", order: str = "desc",
@@ -68,4 +82,5 @@ def render_fleet(summary: dict[str, Any], rows: list[dict[str, Any]], *, links: 
     return render_page("fleet.html.j2", summary=summary, rows=shown, total=len(rows), matching=len(matching),
                        first=(page_no - 1) * per_page + 1, page_no=page_no, pages=pages, links=links,
                        sort=sort, order=order, verdict_filter=verdict, q=q, base_url=base_url, q_url=q_url,
-                       gate=str(summary.get("gate") or "BLOCK"), **page)
+                       gate=str(summary.get("gate") or "BLOCK"), note_summary=note_summary, note_fold=NOTE_FOLD,
+                       **page)
