@@ -77,7 +77,10 @@ def publish(context: Any, summary: dict[str, Any], check_dir: str) -> dict[str, 
     # the fleet's own "verdict" is the gate word of fleet_check's summary: PASS or BLOCK
     fleet_check = {"verdict": str(summary.get("gate") or "BLOCK"), "operators": [],
                    "losses": [], "remedies": [], "summary": summary, "jobs": table}
-    store.publish(FLEET_REPORT_JOB, ti.run_id, fleet_check, render_fleet(summary, table),
+    # the standalone report.html lists each verdict's worst jobs and points to the rest: the Parquet and the view
+    standalone = render_fleet(summary, table, full_list=str(Path(check_dir) / "verdicts"),
+                              view_url=report_url(FLEET_REPORT_JOB, ti.run_id))
+    store.publish(FLEET_REPORT_JOB, ti.run_id, fleet_check, standalone,
                   {"dag_id": ti.dag_id, "run_id": ti.run_id, "savepoint": "", "source": "fleet_scan"})
     worst = [{**w, "report_url": report_url(report_name(w["job"]), ti.run_id)} for w in worst_jobs(table)]
     return {"gate": summary.get("gate"), "jobs": len(rows), "verdicts": summary.get("verdicts"),

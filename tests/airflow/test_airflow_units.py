@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -279,3 +280,37 @@ def test_a_safe_that_compared_no_state_types_says_so_in_the_note():
                     f"new job version) — report: {url}")
     assert check_caveat({**check, "state_types_compared": True}) is None
     assert check_caveat({**check, "verdict": "STATE_LOSS"}) is None  # a blocked note stays "BLOCKED: ..., at risk"
+
+
+def test_the_published_standalone_fleet_file_points_to_the_verdicts_table_and_the_view(tmp_path: Path, monkeypatch):
+    """The fleet summary's report.html (the file published with the run, opened without the view) lists each
+    verdict's worst jobs and says where all of them are: the scan's verdicts/ Parquet and the view's link."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from flink_gate import fleet
+    from flink_gate.paths import report_url
+    from flink_gate.reports import ReportStore
+
+    from upgrade_gate.report.fleet import GROUP_ROWS
+
+    monkeypatch.setenv("UPGRADE_GATE_WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setenv("UPGRADE_GATE_REPORTS_DIR", str(tmp_path / "reports"))
+    check_dir = tmp_path / "check"
+    (check_dir / "verdicts").mkdir(parents=True)
+    rows = [{"job": f"orders-{i:03d}", "verdict": "SAFE", "lost_bytes": 0, "error": None}
+            for i in range(GROUP_ROWS + 7)]
+    rows.append({"job": "fraud", "verdict": "STATE_MISROUTED", "lost_bytes": 4866, "error": None})
+    pq.write_table(pa.Table.from_pylist(rows), str(check_dir / "verdicts" / "part-0.parquet"))
+
+    class Ti:
+        run_id, dag_id = "scheduled__2", "flink_fleet_scan"
+
+    fleet.publish({"ti": Ti()}, {"gate": "BLOCK", "verdicts": {"SAFE": GROUP_ROWS + 7, "STATE_MISROUTED": 1}},
+                  str(check_dir))
+    entry = ReportStore().get(fleet.FLEET_REPORT_JOB, Ti.run_id)
+    page = (entry.path / "report.html").read_text()
+    assert '<details class="fleet-group v-STATE_MISROUTED" id="group-STATE_MISROUTED"' in page
+    assert 'id="more-STATE_MISROUTED"' not in page  # one job: listed, nothing more to point to
+    more = html.unescape(re.sub(r"<[^>]+>", "", page.split('id="more-SAFE">', 1)[1].split("</p>")[0]))
+    assert more.startswith(f"Listed: {GROUP_ROWS} of {GROUP_ROWS + 7} SAFE jobs; the other 7 are not in this file.")
+    assert str(check_dir / "verdicts") in more and report_url(fleet.FLEET_REPORT_JOB, Ti.run_id) in more

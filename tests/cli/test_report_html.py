@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hashing.readers import parse_graph
+from tests.browser_support import chromium_probe
 from upgrade_gate.report.colours import UNKNOWN_COLOUR, colour
 from upgrade_gate.report.fleet import fleet_rows, note_summary, render_fleet
 from upgrade_gate.report.html import render_html, render_report
@@ -227,3 +228,123 @@ def test_the_picture_and_the_tables_never_contradict_each_other(outcome: Path) -
         if r and any(p for s in r["subtasks"] for p in s["keyed_from"]):
             keyed = sum(p["bytes"] for s in r["subtasks"] for p in s["keyed_from"])
             assert keyed <= o["state_bytes"], (o["name"], keyed, o["state_bytes"])
+
+
+VERDICTS_DIR = "s3://gate/_fleet/scheduled__2026-11-26/verdicts"
+VIEW = "http://airflow.example:8080/upgrade-gate/report/fleet-scan/scheduled__2026-11-26"
+
+
+def _big_fleet(jobs: int) -> tuple[dict, list[dict]]:
+    """A scan of `jobs` jobs built from FLEET's rows in turn (`<job>-00042`), each at-risk row a little worse than
+    the one before it, RESTORE_FAILS rows carrying Flink's whole refusal as a fleet row does; and its summary."""
+    from upgrade_gate.flink.assignment.errors import non_restored_state
+
+    refusal = non_restored_state(f"{VERDICTS_DIR[:-9]}savepoints/payments/savepoint-3f2a-9a21c",
+                                 "516eaa7f18ad784cd25c9db2e7dca057").message
+    rows = []
+    for i in range(jobs):
+        base = FLEET[i % len(FLEET)]
+        rows.append({**base, "job": f"{base['job']}-{i:05d}", "bytes_at_risk": base["bytes_at_risk"] and
+                     base["bytes_at_risk"] + i, **({"flink_error": refusal} if base["verdict"] == "RESTORE_FAILS"
+                                                   else {})})
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in SUMMARY["verdicts"]}
+    return {**SUMMARY, "verdicts": counts, "errors": sum(r["verdict"] == "ERROR" for r in rows),
+            "bytes_at_risk": sum(r["bytes_at_risk"] for r in rows)}, rows
+
+
+def test_a_10000_job_standalone_file_folds_by_verdict_worst_first_and_says_where_the_rest_are() -> None:
+    """Issue 32: the standalone report.html of a 10,000-job scan listed every row (about 600,000 px). Without a
+    server to page it or a script to filter it, it folds: a section per verdict, worst verdict first, with its
+    count; the blocked and unchecked sections open, SAFE closed; each lists its worst GROUP_ROWS jobs, then how
+    many more there are and where every job is (the scan's verdicts/ Parquet, the Airflow view)."""
+    from upgrade_gate.report.fleet import GROUP_ROWS
+
+    summary, rows = _big_fleet(10_000)
+    page = render_fleet(summary, rows, full_list=VERDICTS_DIR, view_url=VIEW)
+    assert len(page.encode()) < 200_000, len(page.encode())  # was every row: megabytes
+    small = render_fleet(*_big_fleet(1_000), full_list=VERDICTS_DIR, view_url=VIEW)
+    assert abs(len(page) - len(small)) < len(page) // 10  # ten times the jobs, the same file
+    # the summary sentence stays, and each verdict's count is shown, in the jump line and on its section
+    assert _text(page.split('id="sentence">', 1)[1]).startswith(
+        "10000 jobs checked, 2000 RESTORE_FAILS, 2000 SAFE, 2000 STATE_LOSS, 2000 STATE_MISROUTED, 2000 not checked")
+    order = ["ERROR", "RESTORE_FAILS", "STATE_MISROUTED", "STATE_LOSS", "SAFE"]
+    sections = re.findall(r'<details class="fleet-group[^"]*" id="group-(\w+)" data-verdict="\w+" '
+                          r'data-count="(\d+)"( open)?>\s*<summary>(.*?)</summary>', page, re.S)
+    assert [(v, int(n), bool(o)) for v, n, o, _ in sections] == [(v, 2000, v != "SAFE") for v in order]
+    assert [_text(s).split(" jobs")[0] for *_, s in sections] == [f"{v} 2000" for v in order]
+    assert _text(page.split('id="groups">', 1)[1].split("</p>")[0]) == \
+        "Jobs by verdict: " + " ".join(f"{v} 2000" for v in order)
+    # worst first: within each verdict the listed rows are that verdict's most bytes at risk
+    listed = _fleet_jobs(page)
+    assert len(listed) == GROUP_ROWS * len(order)
+    for k, v in enumerate(order):
+        worst = [r["job"] for r in fleet_rows(rows, verdict=v)][:GROUP_ROWS]
+        assert listed[k * GROUP_ROWS:(k + 1) * GROUP_ROWS] == worst
+    assert listed[GROUP_ROWS * 3] == "ledger-09997"  # 5 MiB + 9997 B: the worst STATE_LOSS job
+    # under each section, how many more and where they are
+    for v in order:
+        more = _text(page.split(f'id="more-{v}">', 1)[1].split("</p>")[0])
+        assert more.startswith(f"Listed: {GROUP_ROWS} of 2000 {v} jobs")
+        assert f"the other {2000 - GROUP_ROWS} are not in this file" in more
+        assert f"verdicts/ table (Parquet) at {VERDICTS_DIR} and in the Airflow view, searchable and paged: {VIEW}" in more
+        assert f'<a href="{VIEW}?verdict={v}">' in page
+    # the rows keep the view's cells (bytes, folded Flink refusal)
+    assert "5.0 MiB" in page and page.count('<td class="row-note"><details><summary>Cannot map') == GROUP_ROWS
+    # nothing that runs or fetches
+    assert "<script" not in page and re.findall(r'(?:src|action)=|https?://(?!airflow\.example)', page) == []
+
+
+def test_a_small_scan_lists_every_job_and_points_nowhere() -> None:
+    """Fewer jobs than a section holds: every one listed, no "more" line; without a known location the line
+    still says how many are missing."""
+    from upgrade_gate.report.fleet import GROUP_ROWS
+
+    page = render_fleet(SUMMARY, FLEET, full_list=VERDICTS_DIR, view_url=VIEW)
+    assert _fleet_jobs(page) == ["broken", "payments", "fraud", "ledger", "orders"] and 'class="more' not in page
+    summary, rows = _big_fleet(500)
+    page = render_fleet(summary, rows)
+    more = _text(page.split('id="more-SAFE">', 1)[1].split("</p>")[0])
+    assert more == f"Listed: {GROUP_ROWS} of 100 SAFE jobs; the other {100 - GROUP_ROWS} are not in this file."
+
+
+def test_hostile_job_names_and_verdicts_in_the_standalone_fleet_file_are_text() -> None:
+    rows = [{"job": "<script>alert(1)</script>", "verdict": '"><img src=x onerror=alert(1)>', "bytes_at_risk": 1,
+             "state_bytes": None},
+            {"job": "<b onclick=x>j</b>", "verdict": "SAFE", "bytes_at_risk": 0, "state_bytes": 5,
+             "error": "<iframe src=//x>"}]
+    page = render_fleet({"gate": "BLOCK", "verdicts": {}}, rows * 60, full_list="<img src=y>",
+                        view_url='"><script>x</script>')
+    assert "<script" not in page and "<img" not in page and "<b onclick" not in page and "<iframe" not in page
+    assert 'data-verdict="&#34;&gt;&lt;img src=x onerror=alert(1)&gt;"' in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+_FLEET_PROBE = """<pre id="probe"></pre><script>
+const measure = () => ({height: document.documentElement.scrollHeight,
+  groups: [...document.querySelectorAll("details.fleet-group")].map(d => ({verdict: d.dataset.verdict, open: d.open,
+    rows: [...d.querySelectorAll("tr.fleet-row")].filter(r => r.checkVisibility()).length,
+    more: (m => m ? m.checkVisibility() : null)(d.querySelector("p.more"))}))});
+const closed = measure();
+document.getElementById("group-SAFE").open = true;  // what a click on the SAFE section's summary does
+document.getElementById("probe").textContent = JSON.stringify({closed, opened: measure(),
+                                                               screen: window.innerHeight});
+</script>"""
+
+
+def test_headless_chromium_the_10000_job_file_is_a_few_screens_with_safe_closed(tmp_path: Path) -> None:
+    """The standalone file of a 10,000-job scan as a browser lays it out (Debian's chromium, headless, a 1400x1000
+    window, opened from disk): a few screens tall with SAFE closed, every blocked section's rows and its "more"
+    line shown; opening SAFE shows its rows. The probe goes into a copy of the page only."""
+    from upgrade_gate.report.fleet import GROUP_ROWS
+
+    page = render_fleet(*_big_fleet(10_000), full_list=VERDICTS_DIR, view_url=VIEW)
+    probe = chromium_probe(page, _FLEET_PROBE, tmp_path, window=(1400, 1000))
+    closed, opened, screen = probe["closed"], probe["opened"], probe["screen"]
+    assert [(g["verdict"], g["open"], g["rows"], g["more"]) for g in closed["groups"]] == [
+        ("ERROR", True, GROUP_ROWS, True), ("RESTORE_FAILS", True, GROUP_ROWS, True),
+        ("STATE_MISROUTED", True, GROUP_ROWS, True), ("STATE_LOSS", True, GROUP_ROWS, True), ("SAFE", False, 0, False)]
+    assert closed["height"] < 6 * screen, (closed["height"], screen)  # every row listed was ~600,000 px
+    assert opened["groups"][-1] == {"verdict": "SAFE", "open": True, "rows": GROUP_ROWS, "more": True}
+    assert opened["height"] > closed["height"] + GROUP_ROWS * 15
+    print(f"standalone fleet file of 10,000 jobs: {closed['height']} px with SAFE closed, {opened['height']} px "
+          f"open, {len(page.encode())} bytes")

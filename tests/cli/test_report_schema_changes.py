@@ -12,13 +12,12 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from hashing.readers.source import load_yaml
+from tests.browser_support import chromium_probe
 from tests.gate.test_config_rules import portable
 from upgrade_gate.gate.check import CheckResult
 from upgrade_gate.report.check_table import render_table
@@ -265,19 +264,12 @@ def test_headless_chromium_draws_refusals_in_the_restore_fails_colour(theme: str
     """The page as a browser lays it out (Debian's chromium, headless), in both themes: the incompatible state and
     the refused setting carry the RESTORE_FAILS colour (left bar, badge, the YAML's border) on the risk background;
     the migrated state and the renamed option do not. The probe script goes into a copy of the page only."""
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("Debian's chromium is needed: make chromium")
     check = _config_check("legacy-key-filesystem", "2.3.0", graph).to_json()
     retyped = _schema_check(_outcome("2.3.0", "rocksdb", "pojo-field-retyped"), graph).to_json()
     added = _schema_check(_outcome("2.3.0", "rocksdb", "pojo-field-added"), graph).to_json()
     check["schema_changes"] = retyped["schema_changes"] + added["schema_changes"]
     page = render_report(check, theme=theme)
-    (tmp_path / "report.html").write_text(page.replace("</body>", _PROBE + "</body>"))
-    proc = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                           "--dump-dom", (tmp_path / "report.html").as_uri()], capture_output=True, text=True,
-                          timeout=120)
-    probe = json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout, re.S).group(1)))
+    probe = chromium_probe(page, _PROBE, tmp_path)
     assert probe["body"] == ("rgb(255, 255, 255)" if theme == "light" else "rgb(26, 32, 44)")
     rows = probe["rows"]
     assert [(r["row"], r["key"], r["flagged"]) for r in rows] == [

@@ -10,12 +10,11 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.browser_support import chromium_probe
 from upgrade_gate.gate.check import CheckResult
 from upgrade_gate.report.colours import colour
 from upgrade_gate.report.html import render_html, render_report
@@ -171,16 +170,9 @@ def test_headless_chromium_draws_the_flagged_rows_in_both_themes(crossing, theme
     """The page as a browser lays it out (Debian's chromium, headless): every state row is shown; flagged rows
     carry the STATE_CORRUPTED colour (left bar and badge) on the risk background; the theme's background holds.
     The probe script is added to a copy of the page only (reports carry no JavaScript)."""
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("Debian's chromium is needed: make chromium")
     res, _ = crossing
     page = render_report(res.to_json(), None, _states(str(ROOT / "1.20.5" / "rocksdb-canonical-p1")), theme=theme)
-    (tmp_path / "report.html").write_text(page.replace("</body>", _PROBE + "</body>"))
-    proc = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                           "--dump-dom", (tmp_path / "report.html").as_uri()], capture_output=True, text=True,
-                          timeout=120)
-    probe = json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout, re.S).group(1)))
+    probe = chromium_probe(page, _PROBE, tmp_path)
     assert probe["body"] == ("rgb(255, 255, 255)" if theme == "light" else "rgb(26, 32, 44)")
     flagged = {n for x in res.losses if x.get("corrupted") for n in x["state_names"]}
     rows = probe["rows"]
