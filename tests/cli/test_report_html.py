@@ -1,7 +1,8 @@
 """The HTML reports read as a person needs them: the verdict sentence first, human bytes, operator
 names (never bare node numbers), remedies as code to paste, the old and new job drawn side by side
-with the operators at risk marked, a fleet table with every job, both colour themes, and nothing
-a browser would run or fetch. Rendered from real checks of the committed Flink 2.3 savepoints."""
+with the operators at risk marked, a fleet table (paged in the view, folded by verdict as a standalone file),
+both colour themes, and nothing a browser would run or fetch. Rendered from real checks of the committed Flink
+2.3 savepoints."""
 
 from __future__ import annotations
 
@@ -286,7 +287,8 @@ def test_a_10000_job_standalone_file_folds_by_verdict_worst_first_and_says_where
         more = _text(page.split(f'id="more-{v}">', 1)[1].split("</p>")[0])
         assert more.startswith(f"Listed: {GROUP_ROWS} of 2000 {v} jobs")
         assert f"the other {2000 - GROUP_ROWS} are not in this file" in more
-        assert f"verdicts/ table (Parquet) at {VERDICTS_DIR} and in the Airflow view, searchable and paged: {VIEW}" in more
+        assert f"verdicts/ table (Parquet) at {VERDICTS_DIR} and in the Airflow view, searchable and paged: " \
+            f"{VIEW}" in more
         assert f'<a href="{VIEW}?verdict={v}">' in page
     # the rows keep the view's cells (bytes, folded Flink refusal)
     assert "5.0 MiB" in page and page.count('<td class="row-note"><details><summary>Cannot map') == GROUP_ROWS

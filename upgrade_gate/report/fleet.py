@@ -81,6 +81,7 @@ class VerdictGroup:
 
     @property
     def meaning(self) -> str:
+        """The verdict's sentence for people (`Verdict.meaning`), beside its count in the section's heading."""
         return Verdict(self.verdict).meaning if self.verdict in Verdict.__members__ else "The job was not checked."
 
 
