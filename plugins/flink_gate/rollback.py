@@ -289,10 +289,9 @@ def rollback_configuration(p: dict[str, Any], record: UpgradeRecord) -> dict[str
     """The old version comes back under the name Flink ran it with (`flink_job_name`, read from the cluster before
     the stop) when the run names its jobs by `-D pipeline.name` (`flink_settings`): those settings are the *new*
     version's and are not reused, so without this the old version would restart under its main class's default
-    name and the next run, looking for a RUNNING job of the run's name, would not find it. Sent only then: a
-    cluster older than Flink 1.17 refuses `flinkConfiguration` (`JarRunRequestBody`), and such a run never used it.
-    Harmless for a job that names itself (`execute(name)` wins over `pipeline.name` in Flink's
-    `StreamExecutionEnvironment`)."""
+    name and the next run, looking for a RUNNING job of the run's name, would not find it. Whichever of
+    `pipeline.name` and the job's own `execute(name)` Flink lets win, the name is the one the old job had. Sent only
+    then: `flinkConfiguration` of a jar run is Flink 1.17+ (`JarRequestBody`), and such a run already used it."""
     named = any(k == "pipeline.name" for k, _ in parse_settings(p.get("flink_settings") or ()))
     name = record.get("flink_job_name")
     return {"pipeline.name": str(name)} if named and name else None

@@ -19,7 +19,12 @@ Flink itself:
 * for the single-job gate: each run's `upgrade` task seen `deferred` (sampled from the metadata database),
   both runs green, and the same checks of each upgraded job.
 
-The two tests share the module's cluster and `airflow standalone` (their start-up is most of the module's time).
+Then a wait the triggerer gives up on (`timeout_s`): Flink itself holds the new version's restore (the
+v2-compatible job's `-D ugate.restore-hold-file`: its tagger stays INITIALIZING until the file exists). Let go
+while the resumed task waits in its slot, the job upgrades; never let go, the run fails with the step's own
+message and the old version runs again, as an in-slot upgrade whose restore timed out leaves it.
+
+The tests share the module's cluster and `airflow standalone` (their start-up is most of the module's time).
 """
 
 from __future__ import annotations

@@ -215,7 +215,9 @@ def _upgrade(p: dict[str, Any], graph: str) -> dict[str, Any]:
         except WaitFor as wait:
             trigger = FlinkWaitsTrigger([{**wait.wait, "job": p["job_name"]}], flink_conn_id=p["flink_conn_id"],
                                         rest_timeout_s=p["rest_timeout_s"], timeout_s=p["timeout_s"], poll_s=0.5)
-            defer = not asyncio.run(first_event(trigger))["timed_out"]
+            event = asyncio.run(first_event(trigger))
+            print(f"deferred: {wait}; the trigger fired {event}")
+            defer = not event["timed_out"]
 
 
 @pytest.mark.parametrize(("step", "fault"), MATRIX, ids=[f"{s}-{f}" for s, f in MATRIX])
