@@ -45,6 +45,7 @@ from flink_gate.upgrade_machine import (
     verify_upgrade,
 )
 from flink_gate.upgrade_records import TERMINAL_STATES, LeaseLost, LeaseSlow, StoreUnavailable, UpgradeRecord
+from upgrade_gate.gate.flink_config import parse_settings
 
 ROLLBACK_KEYS = ("rollback_jar", "rollback_jar_id", "rollback_main_class")
 PLAN_KEYS = ("jar", "main_class", "flink_jar_id", "parallelism", "flink_settings", "allow_non_restored_state",
@@ -284,6 +285,18 @@ def _rolled_back(p: dict[str, Any], record: UpgradeRecord) -> UpgradeRolledBack:
         f"runs again as job {record['rollback_job_id']}, restored from {record['savepoint']} (verified)")
 
 
+def rollback_configuration(p: dict[str, Any], record: UpgradeRecord) -> dict[str, str] | None:
+    """The old version comes back under the name Flink ran it with (`flink_job_name`, read from the cluster before
+    the stop) when the run names its jobs by `-D pipeline.name` (`flink_settings`): those settings are the *new*
+    version's and are not reused, so without this the old version would restart under its main class's default
+    name and the next run, looking for a RUNNING job of the run's name, would not find it. Whichever of
+    `pipeline.name` and the job's own `execute(name)` Flink lets win, the name is the one the old job had. Sent only
+    then: `flinkConfiguration` of a jar run is Flink 1.17+ (`JarRequestBody`), and such a run already used it."""
+    named = any(k == "pipeline.name" for k, _ in parse_settings(p.get("flink_settings") or ()))
+    name = record.get("flink_job_name")
+    return {"pipeline.name": str(name)} if named and name else None
+
+
 def roll_back(p: dict[str, Any], record: UpgradeRecord, reason: str, lease: Any = None) -> dict[str, Any]:
     """Cancel the new job (if any, until Flink says it ended) and resubmit the old version from the
     upgrade savepoint under a pre-recorded job id; verify it. `rolled-back-verified` or `RollbackFailed`."""
@@ -314,7 +327,8 @@ def roll_back(p: dict[str, Any], record: UpgradeRecord, reason: str, lease: Any 
             start_job(hook, p, record, "rollback_job_id", jar_id,
                       (record.get("old_job_id"), record.get("new_job_id")), check,
                       entry_class=p.get("rollback_main_class") or None, savepoint_path=savepoint,
-                      allow_non_restored_state=False, parallelism=p.get("rollback_parallelism") or None)
+                      allow_non_restored_state=False, parallelism=p.get("rollback_parallelism") or None,
+                      flink_configuration=rollback_configuration(p, record))
         except FlinkRestUnknown:
             raise
         except FlinkRestError as exc:

@@ -19,14 +19,18 @@ Flink itself:
 * for the single-job gate: each run's `upgrade` task seen `deferred` (sampled from the metadata database),
   both runs green, and the same checks of each upgraded job.
 
-The two tests share the module's cluster and `airflow standalone` (their start-up is most of the module's time).
+Then a wait the triggerer gives up on (`timeout_s`): Flink itself holds the new version's restore (the
+v2-compatible job's `-D ugate.restore-hold-file`: its tagger stays INITIALIZING until the file exists). Let go
+while the resumed task waits in its slot, the job upgrades; never let go, the run fails with the step's own
+message and the old version runs again, as an in-slot upgrade whose restore timed out leaves it.
+
+The tests share the module's cluster and `airflow standalone` (their start-up is most of the module's time).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 import threading
 import time
 import urllib.error
@@ -35,6 +39,7 @@ from typing import Any
 
 import pytest
 
+from tests.airflow.task_states import StateWatch, task_log, task_states
 from tests.upgrade_jobs import JobOutput, build_jobs, job_graphs, parse_output, wait_for_counts
 
 pytestmark = pytest.mark.flink
@@ -262,13 +267,23 @@ def _gate_conf(e: Env, name: str) -> dict[str, Any]:
             "savepoint_target_dir": f"{e.cluster.savepoint_uri}/{name}", "timeout_s": 120}
 
 
-def _task_states(e: Env) -> tuple[list[tuple[str, str, str | None]], int]:
-    """(run, task, state) of the gate DAG's task instances, and how many tasks of any DAG hold a slot: read from
-    the metadata database itself, a few times a second (the API server stalls under load; a deferral is short)."""
-    with sqlite3.connect(e.stack.home / "airflow.db", timeout=5) as db:
-        rows = db.execute("select run_id, task_id, state from task_instance where dag_id=?", (GATE_DAG,)).fetchall()
-        running = db.execute("select count(*) from task_instance where state='running'").fetchone()[0]
-    return rows, int(running)
+def _finished(e: Env, name: str, run_id: str, timeout: float, expected: str) -> dict[str, Any]:
+    """Until the gate run of `name` ends; fails with its task states and the upgrade tasks' logs unless it ended
+    `expected`."""
+    deadline = time.monotonic() + timeout
+    while (run := e.api(f"/api/v2/dags/{GATE_DAG}/dagRuns/{run_id}"))["state"] not in ("success", "failed"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name}: run not finished in {timeout:.0f} s: {_run_states(e, run_id)}")
+        time.sleep(1)
+    if run["state"] != expected:
+        pytest.fail(f"{name}: run {run['state']}: {_run_states(e, run_id)}\n" +
+                    "\n".join(task_log(e.stack.home, GATE_DAG, run_id, task)[-4000:] for task in ("upgrade", "verify")),
+                    pytrace=False)
+    return run
+
+
+def _run_states(e: Env, run_id: str) -> dict[str, str | None]:
+    return {task: state for run, task, state in task_states(e.stack.home, GATE_DAG)[0] if run == run_id}
 
 
 def test_concurrent_single_job_gate_upgrades_on_one_worker_slot_wait_in_the_triggerer(env):
@@ -279,48 +294,123 @@ def test_concurrent_single_job_gate_upgrades_on_one_worker_slot_wait_in_the_trig
     runs = {name: str(env.api(f"/api/v2/dags/{GATE_DAG}/dagRuns", "POST",
                               {"logical_date": None, "conf": _gate_conf(env, name)})["dag_run_id"])
             for name in GATE_JOBS}
-    deferred: set[tuple[str, str]] = set()
-    most_running = 0
     in_flight_while_deferred = 0
-    stop = threading.Event()
 
-    def watch() -> None:
-        nonlocal most_running, in_flight_while_deferred
-        while not stop.is_set():
-            try:
-                rows, running = _task_states(env)
-            except sqlite3.OperationalError:  # the scheduler holds SQLite's write lock for a moment
-                stop.wait(0.1)
-                continue
-            most_running = max(most_running, running)
-            now = {(run, task) for run, task, state in rows if state == "deferred"}
-            deferred.update(now)
-            if now:
-                in_flight = sum((env.record(n) or {}).get("state") in IN_FLIGHT for n in GATE_JOBS)
-                in_flight_while_deferred = max(in_flight_while_deferred, in_flight)
-            stop.wait(0.2)
+    def in_flight(rows: list[tuple[str, str, str | None]]) -> None:
+        nonlocal in_flight_while_deferred
+        if any(state == "deferred" for _, _, state in rows):
+            now = sum((env.record(n) or {}).get("state") in IN_FLIGHT for n in GATE_JOBS)
+            in_flight_while_deferred = max(in_flight_while_deferred, now)
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        deadline = time.monotonic() + 300
+    with StateWatch(env.stack.home, GATE_DAG, in_flight) as watch:
         for name, run_id in runs.items():
-            while (run := env.api(f"/api/v2/dags/{GATE_DAG}/dagRuns/{run_id}"))["state"] not in ("success", "failed"):
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"{name}: run not finished in 300 s: {_task_states(env)[0]}")
-                time.sleep(1)
-            if run["state"] != "success":
-                pytest.fail(f"{name}: run {run['state']}: {[r for r in _task_states(env)[0] if r[0] == run_id]}\n" +
-                            "\n".join(env.logs(run_id, GATE_DAG, task, attempt) for task in ("upgrade", "verify")
-                                      for attempt in (1, 2, 3)), pytrace=False)
-    finally:
-        stop.set()
-        watcher.join(timeout=30)
+            _finished(env, name, run_id, 300, "success")
     took = time.monotonic() - started
+    deferred = watch.deferred()
 
     # each upgrade waited for Flink without a worker slot; the one slot was never exceeded
     assert {(run_id, "upgrade") for run_id in runs.values()} <= deferred, deferred
-    assert most_running <= SLOTS, most_running
+    assert watch.most_running <= SLOTS, watch.most_running
     print(f"\n{len(GATE_JOBS)} gate runs (upgrade mode) on {SLOTS} slot in {took:.0f} s; deferred: {sorted(deferred)}; "
           f"up to {in_flight_while_deferred} upgrade(s) in flight while a task was deferred")
     _cancel(env, [_assert_upgraded(env, name, GATE_DAG, run_id) for name, run_id in runs.items()])
+
+
+# ---- a wait the triggerer gives up on -------------------------------------------------------------------------------
+GAVE_UP = "without the wait settling"  # the resumed task's log line (operators/flink_waits.timed_out_waits)
+
+
+def _held_restore_conf(e: Env, name: str, hold: Path, timeout_s: int) -> dict[str, Any]:
+    """The gate's upgrade of `name` with a small `timeout_s`, the new version's restore held by Flink itself until
+    `hold` exists (`-D ugate.restore-hold-file`, read by the v2-compatible job: its tagger stays INITIALIZING)."""
+    conf = _gate_conf(e, name)
+    return {**conf, "timeout_s": timeout_s,
+            "flink_settings": [*conf["flink_settings"], f"ugate.restore-hold-file={hold}"]}
+
+
+def _jobs_named(e: Env, name: str) -> dict[str, str]:
+    """Every job the cluster ran under `name`: id -> state (one stop and one start leave exactly two)."""
+    return {j["jid"]: j["state"] for j in e.hook.list_jobs() if j.get("name") == name}
+
+
+def _held(e: Env, job_id: str) -> bool:
+    return f"UGATE-HOLD variant=v2-compatible job={job_id}" in e.cluster.read_taskmanager_out()
+
+
+def test_a_restore_slower_than_the_triggers_timeout_is_waited_for_in_the_task_and_the_job_upgrades(env, tmp_path):
+    """Flink holds the new version's restore longer than the run's `timeout_s` (20 s): the `upgrade` task is
+    `deferred`, the triggerer gives up, the task resumes and says so, and waits in its slot; the restore is let go
+    while it waits. The run succeeds and the job is exactly as a non-deferred upgrade leaves it: old job FINISHED
+    with the savepoint, new job RUNNING restored from it, every counter continuing, one stop and one start."""
+    name, timeout_s = "ugate-deferred-held", 20
+    hold = tmp_path / "let-the-restore-go"
+    _start_v1(env, [name])
+    started = time.monotonic()
+    run_id = str(env.api(f"/api/v2/dags/{GATE_DAG}/dagRuns", "POST",
+                         {"logical_date": None, "conf": _held_restore_conf(env, name, hold, timeout_s)})["dag_run_id"])
+    try:
+        with StateWatch(env.stack.home, GATE_DAG) as watch:
+            deadline = time.monotonic() + 240
+            while GAVE_UP not in (log := task_log(env.stack.home, GATE_DAG, run_id, "upgrade")):
+                assert time.monotonic() < deadline, (f"the trigger never gave up: {_run_states(env, run_id)} "
+                                                     f"{watch.states(run_id, 'upgrade')}\n{log[-4000:]}")
+                time.sleep(0.3)
+            gave_up = time.monotonic() - started
+            record = env.record(name) or {}
+            # Flink really was still restoring when the task took the wait back: the new job is held
+            assert record.get("state") == "starting" and _held(env, record["new_job_id"]), record
+            assert env.hook.job_status(record["new_job_id"]) == "RUNNING"
+            hold.touch()  # the restore goes on while the task waits in its slot (up to timeout_s more)
+            run = _finished(env, name, run_id, 240, "success")
+    finally:
+        hold.touch()
+    took = time.monotonic() - started
+    states = watch.states(run_id, "upgrade")
+
+    assert "deferred" in states and states[-1] == "success", states
+    assert states.index("running", states.index("deferred")) > 0, states  # resumed in a slot after the deferral
+    log = task_log(env.stack.home, GATE_DAG, run_id, "upgrade")
+    assert f"the triggerer waited {timeout_s}s (timeout_s)" in log and name in log, log[-4000:]
+    assert watch.most_running <= SLOTS, watch.most_running
+    assert run["state"] == "success"
+    new = _assert_upgraded(env, name, GATE_DAG, run_id)
+    old = env.record(name)["old_job_id"]
+    assert _jobs_named(env, name) == {old: "FINISHED", new: "RUNNING"}  # stopped once, started once
+    print(f"\ntrigger gave up {gave_up:.0f} s after the run started (timeout_s {timeout_s}); run took {took:.0f} s; "
+          f"upgrade task states {states}")
+    _cancel(env, [new])
+
+
+def test_a_restore_that_never_comes_fails_the_run_with_the_steps_message_and_rolls_back_once(env, tmp_path):
+    """Flink holds the new version's restore past the triggerer's `timeout_s` (15 s) and past the task's own wait
+    after it: the run fails with the step's own message naming the job and the restore that did not come, and the
+    job is left as a non-deferred upgrade whose restore timed out leaves it: rolled back to the old version from the
+    same savepoint (record `rolled-back-verified`), the held new job cancelled, one stop, one start of each version
+    (the task's retries replay the record), every counter of the old version continuing."""
+    name, timeout_s = "ugate-deferred-never", 15
+    hold = tmp_path / "never"
+    _start_v1(env, [name])
+    run_id = str(env.api(f"/api/v2/dags/{GATE_DAG}/dagRuns", "POST",
+                         {"logical_date": None, "conf": _held_restore_conf(env, name, hold, timeout_s)})["dag_run_id"])
+    try:
+        with StateWatch(env.stack.home, GATE_DAG) as watch:
+            _finished(env, name, run_id, 360, "failed")
+    finally:
+        hold.touch()  # nothing may stay held (the new job should be cancelled already)
+    states = watch.states(run_id, "upgrade")
+    log = task_log(env.stack.home, GATE_DAG, run_id, "upgrade")
+
+    assert "deferred" in states and states[-1] == "failed", states
+    assert f"the triggerer waited {timeout_s}s (timeout_s)" in log, log[-4000:]
+    record = env.record(name)
+    assert record is not None and record["state"] == "rolled-back-verified", record
+    assert record["run"] == f"{GATE_DAG}/{run_id}", record
+    old, new, back = record["old_job_id"], record["new_job_id"], record["rollback_job_id"]
+    said = f"{name}: the new version did not restore (FlinkRestError: job {new} not fully RUNNING after {timeout_s}s"
+    assert said in log and f"rolled back: the old version runs again as job {back}" in log, log[-4000:]
+    assert _held(env, new)  # Flink was holding it, not our code
+    assert old == env.v1[name] and _jobs_named(env, name) == {old: "FINISHED", new: "CANCELED", back: "RUNNING"}
+    assert env.hook.restored_from(back).rstrip("/") == record["savepoint"].rstrip("/")
+    last, after = env.output()[old].last(), env.wait_for_output(back)
+    assert after.variant == "v1" and {k: after.first().get(k) for k in KEYS} == {k: last[k] + 1 for k in KEYS}
+    _cancel(env, [back])

@@ -10,7 +10,8 @@ Required Actions page does:
 * Reject: nothing is upgraded (`upgrade` and `verify` skipped, v1 untouched, no savepoint taken),
   and the run records who rejected it and when (its HITL records: the run's Required Actions);
 * Approve: the upgrade steps run: v1 is stopped with a savepoint, v2 starts from it and every
-  counter continues where v1 stopped;
+  counter continues where v1 stopped; approved once more with `deferrable`, the upgrade's waits for Flink go to the
+  triggerer (the `upgrade` task seen `deferred`) and the job is upgraded the same way;
 * a blocked upgrade asked to repair (`repair_savepoint`): the question says what the repair does, and on
   Approve the new version starts from a repaired copy of the stop-with-savepoint, every counter continuing.
 """
@@ -36,6 +37,8 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 from upgrade_jobs import JOB_NAME, JobOutput, build_jobs, job_graphs, parse_output  # noqa: E402
+
+from tests.airflow.task_states import StateWatch  # noqa: E402
 
 DAG = "flink_upgrade_gate"
 STATE_BUCKET = "upgrade-state"
@@ -286,20 +289,25 @@ def test_reject_leaves_the_running_job_alone_and_says_who_rejected(env):
     assert env.upgrade_record() is None
 
 
-def test_approve_runs_the_upgrade_and_every_counter_continues(env):
+@pytest.mark.parametrize("deferrable", [False, True], ids=["in-slot", "deferrable"])
+def test_approve_runs_the_upgrade_and_every_counter_continues(env, deferrable):
+    """Approved, the upgrade runs; with `deferrable` its waits for Flink after the answer go to the triggerer (the
+    `upgrade` task seen `deferred`) and it ends the same way. The second run upgrades the job the first started."""
     old = env.current_job
     if old is None or env.hook.job_status(old) != "RUNNING":
-        pytest.fail("needs v1 running (the rejected run before must have left it alone)")
+        pytest.fail("needs the job running (the rejected run before must have left it alone)")
     savepoints = env.savepoints()
-    run_id = env.trigger("v2-compatible")
+    run_id = env.trigger("v2-compatible", deferrable=deferrable)
     env.awaiting_approval(run_id)
     assert env.hook.job_status(old) == "RUNNING" and env.savepoints() == savepoints  # nothing before the answer
 
     answered = env.answer(run_id, "Approve")
     assert answered["chosen_options"] == ["Approve"]
 
-    run = env.finished(run_id, "Approve")
+    with StateWatch(env.stack.home, DAG) as watch:
+        run = env.finished(run_id, "Approve")
     tasks = env.tasks(run_id)
+    assert ("deferred" in watch.states(run_id, "upgrade")) is deferrable, watch.states(run_id, "upgrade")
     assert run["state"] == "success", (tasks, env.logs(run_id))
     assert tasks["approve"] == "success" and tasks["no_approval_needed"] == "skipped", tasks
     assert tasks["upgrade"] == "success" and tasks["verify"] == "success", tasks

@@ -13,6 +13,7 @@ savepoint, every counter continues from that savepoint (read from the jobs' own 
 reported outcome ("upgraded" or "rolled back") is what happened on the cluster.
 
 `make test` runs a bounded selection; `UPGRADE_FAULTS_FULL=1` (`make fuzz`) runs every step x fault.
+`UPGRADE_FAULTS_DEFERRED=1` drives the fault matrix's upgrades as the `deferrable` upgrade task does (`_upgrade`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from fault_proxy import FaultProxy  # noqa: E402
 from upgrade_jobs import JOB_NAME, JobOutput, build_jobs, job_graphs, parse_output, wait_for_counts  # noqa: E402
 
 FULL = os.environ.get("UPGRADE_FAULTS_FULL") == "1"
+DEFERRED = os.environ.get("UPGRADE_FAULTS_DEFERRED") == "1"
 KEYS = {f"k{i}" for i in range(8)}
 BUCKET = "upgrade-state"
 STATE_ROOT = f"s3://{BUCKET}/gate/"
@@ -190,9 +192,37 @@ def _running(lab: Lab) -> str:
 
 
 # ---- the fault matrix -------------------------------------------------------------------------
+def _upgrade(p: dict[str, Any], graph: str) -> dict[str, Any]:
+    """The upgrade task's body: `run_upgrade` waiting in the slot; with `UPGRADE_FAULTS_DEFERRED=1` as the
+    `deferrable` task runs it (`operators/upgrade.py`): at each wait the step raises `WaitFor`, the trigger's own
+    code (`FlinkWaitsTrigger.run`, here in-process, through the same proxy) polls until the wait settles or
+    `timeout_s` runs out, and the step runs again (in the slot for good once the trigger gave up)."""
+    import asyncio
+
+    from flink_gate.rollback import run_upgrade
+    from flink_gate.triggers.flink_waits import FlinkWaitsTrigger
+    from flink_gate.upgrade_machine import WaitFor
+
+    async def first_event(trigger: FlinkWaitsTrigger) -> dict[str, Any]:
+        async for event in trigger.run():
+            return dict(event.payload)
+        raise AssertionError("the trigger ended without an event")
+
+    defer = DEFERRED
+    while True:
+        try:
+            return run_upgrade({**p, "defer_waits": defer}, graph)
+        except WaitFor as wait:
+            trigger = FlinkWaitsTrigger([{**wait.wait, "job": p["job_name"]}], flink_conn_id=p["flink_conn_id"],
+                                        rest_timeout_s=p["rest_timeout_s"], timeout_s=p["timeout_s"], poll_s=0.5)
+            event = asyncio.run(first_event(trigger))
+            print(f"deferred: {wait}; the trigger fired {event}")
+            defer = not event["timed_out"]
+
+
 @pytest.mark.parametrize(("step", "fault"), MATRIX, ids=[f"{s}-{f}" for s, f in MATRIX])
 def test_fault_leaves_exactly_one_copy_with_its_state(lab, step, fault):
-    from flink_gate.rollback import UpgradeRolledBack, roll_back, run_upgrade
+    from flink_gate.rollback import UpgradeRolledBack, roll_back
     from flink_gate.upgrade_records import exclusive
 
     old = _running(lab)
@@ -222,7 +252,7 @@ def test_fault_leaves_exactly_one_copy_with_its_state(lab, step, fault):
             p.pop("flink_jar_id")
         rule = lab.proxy.add_rule(regex, fault, method=method, times=times, **FAULTS[fault])
         try:
-            result = run_upgrade(p, str(lab.graphs[target]))
+            result = _upgrade(p, str(lab.graphs[target]))
             outcome = "upgraded"
         except UpgradeRolledBack as exc:
             outcome, message = "rolled back", str(exc)

@@ -23,3 +23,15 @@ def defer_to_triggerer(op: BaseOperator, params: Any, waits: list[dict[str, str]
                                        timeout_s=float(params.get("timeout_s") or 600)),
              method_name=method_name)
     raise AssertionError("unreachable: BaseOperator.defer raises TaskDeferred")
+
+
+def timed_out_waits(op: BaseOperator, params: Any, event: dict[str, Any] | None) -> tuple[str, ...]:
+    """The jobs whose wait the trigger gave up on (`timed_out` of its event), said in the task's log: the resumed
+    step waits for them in the task (its own deadline, `timeout_s` again, and its own message), so such a wait can
+    last up to twice `timeout_s` in all (docs/guide.md, "Deferred waits")."""
+    timed_out = tuple((event or {}).get("timed_out") or ())
+    if timed_out:
+        op.log.warning("the triggerer waited %ss (timeout_s) for Flink without the wait settling (%s); waiting for "
+                       "it here, in the task, up to timeout_s more", params.get("timeout_s") or 600,
+                       ", ".join(timed_out))
+    return timed_out

@@ -33,7 +33,9 @@ class RollOutOperator(BaseOperator):
 
     def resume_rollout(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """After the trigger fired: step the wave again (a wait the trigger gave up on is waited for here)."""
-        return self._step(context, tuple((event or {}).get("timed_out") or ()))
+        from flink_gate.operators.flink_waits import timed_out_waits
+
+        return self._step(context, timed_out_waits(self, context["params"], event))
 
     def _step(self, context: Any, timed_out: tuple[str, ...]) -> dict[str, Any]:
         from flink_gate.operators.flink_waits import defer_to_triggerer

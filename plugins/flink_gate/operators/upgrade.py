@@ -38,8 +38,11 @@ class UpgradeStepOperator(BaseOperator):
         return self._run(context, defer=bool(context["params"].get("deferrable")))
 
     def resume_step(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        """After the trigger fired: the step again; a wait the trigger gave up on is waited for here."""
-        return self._run(context, defer=not (event or {}).get("timed_out"))
+        """After the trigger fired: the step again; a wait the trigger gave up on is waited for here (and so is the
+        rest of this step: it does not defer again)."""
+        from flink_gate.operators.flink_waits import timed_out_waits
+
+        return self._run(context, defer=not timed_out_waits(self, context["params"], event))
 
     def _run(self, context: Any, defer: bool) -> dict[str, Any]:
         from flink_gate.operators.flink_waits import defer_to_triggerer

@@ -9,6 +9,7 @@ import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
+import org.apache.flink.configuration.ConfigOptions;
 import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
@@ -49,6 +50,16 @@ public final class Pipeline {
         return env.getConfiguration().getOptional(PipelineOptions.NAME).orElse(JOB_NAME);
     }
 
+    /**
+     * A file whose appearance releases a restore ({@code -D ugate.restore-hold-file=<path>}, read by the variants
+     * that honour it), else null. While it is missing the tagger's subtasks stay INITIALIZING after a restore, so
+     * Flink genuinely takes as long as the test wants to restore the job (the deferred upgrade's timeout test).
+     */
+    public static String restoreHold(StreamExecutionEnvironment env) {
+        return env.getConfiguration().getOptional(
+                ConfigOptions.key("ugate.restore-hold-file").stringType().noDefaultValue()).orElse(null);
+    }
+
     /** Options shared by every variant: {@code --rate <events per second>}. */
     public static double rate(String[] args) {
         for (int i = 0; i + 1 < args.length; i++) {
@@ -70,11 +81,18 @@ public final class Pipeline {
     /** Operator state: how many records this subtask has passed on (ListState, SPLIT_DISTRIBUTE). */
     public static final class Tagger extends RichMapFunction<String, String> implements CheckpointedFunction {
         private final String variant;
+        private final String restoreHold;
         private transient ListState<Long> seenState;
         private long seen;
 
         public Tagger(String variant) {
+            this(variant, null);
+        }
+
+        /** {@code restoreHold}: a restore waits (INITIALIZING) until that file exists; null: never waits. */
+        public Tagger(String variant, String restoreHold) {
             this.variant = variant;
+            this.restoreHold = restoreHold;
         }
 
         @Override
@@ -95,6 +113,13 @@ public final class Pipeline {
         public void initializeState(FunctionInitializationContext ctx) throws Exception {
             seenState = ctx.getOperatorStateStore().getListState(new ListStateDescriptor<>("seen", Types.LONG));
             seen = 0;
+            if (ctx.isRestored() && restoreHold != null) {
+                System.out.println("UGATE-HOLD variant=" + variant + " job=" + jobId(getRuntimeContext())
+                        + " waiting for " + restoreHold);
+                while (!java.nio.file.Files.exists(java.nio.file.Path.of(restoreHold))) {
+                    Thread.sleep(200);  // interrupted when the job is cancelled
+                }
+            }
             for (Long v : seenState.get()) {
                 seen += v;
             }
