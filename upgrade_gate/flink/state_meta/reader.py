@@ -10,7 +10,9 @@ naming the state file or inline handle and the offset).
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -65,12 +67,26 @@ class _Seen:
     slice and one lookup each. Two kept proxies cannot both start a stream (the parser reads a proxy to
     its end and stops there), so which one is tried first never changes the result."""
 
-    __slots__ = ("by_digest", "by_proxy", "last")
+    __slots__ = ("by_digest", "by_proxy", "kept", "last")
 
     def __init__(self) -> None:
         self.by_proxy: dict[Callable[[BoundedReader], Any], dict[int, dict[bytes, Any]]] = {}
         self.by_digest: dict[tuple[bool, bytes], tuple[Callable[[BoundedReader], Any], Any]] = {}
         self.last: dict[Callable[[BoundedReader], Any], tuple[bytes, Any]] = {}
+        self.kept = 0
+
+    def next_savepoint(self) -> _Seen:
+        """This memo for another `read_state_schemas` call of the same thread.
+
+        The complete proxies stay: what a proxy holds depends on its bytes alone (the class docstring), so
+        the savepoints of a fleet, whose jobs mostly declare the same states with the same serializers,
+        parse each distinct proxy once per process instead of once per savepoint (docs/performance.md,
+        "Reading side"). The incomplete readings (`by_digest`) are per savepoint; past `_MAX_KEPT`
+        proxies everything is dropped, so a long-lived process holds a bounded amount."""
+        self.by_digest = {}
+        if self.kept > _MAX_KEPT:
+            self.by_proxy, self.last, self.kept = {}, {}, 0
+        return self
 
     def proxy(self, data: bytes, parse: Callable[[BoundedReader], T]) -> T | None:
         last = self.last.get(parse)
@@ -96,9 +112,28 @@ class _Seen:
             lengths[length] = lengths.pop(length, {})  # tried first from now on
             proxy = data[:length]
             lengths[length][proxy] = result
+            self.kept += 1
             self.last[parse] = (proxy, result)
         else:
             self.by_digest[(whole, digest)] = (parse, result)
+
+
+_MAX_KEPT = 4096  # distinct complete proxies one thread keeps across savepoints (a proxy is ~0.1-10 KB)
+_MEMO = threading.local()
+
+
+def _memo() -> _Seen:
+    """This thread's `_Seen`, ready for one more savepoint (`_Seen.next_savepoint`)."""
+    seen: _Seen | None = getattr(_MEMO, "seen", None)
+    if seen is None:
+        seen = _MEMO.seen = _Seen()
+    return seen.next_savepoint()
+
+
+@functools.cache
+def _keyed_parser(kind: str) -> Callable[[BoundedReader], KeyedStateMeta]:
+    """The keyed-proxy parser of a handle kind, one object per kind: `_Seen` keys its memo by parser."""
+    return functools.partial(read_keyed_proxy, handle_kind=kind)
 
 
 def _looked_past(meta: KeyedStateMeta | OperatorStateMeta) -> bool:
@@ -178,8 +213,7 @@ def read_state_schemas(metadata: CheckpointMetadata, opener: Opener = local_open
     rules must still judge everything else; `inspect` keeps reporting them as bad input)."""
     unreadable: tuple[type[Exception], ...] = (StateFileError, MetadataFormatError) if tolerant else (StateFileError,)
     out = []
-    seen = _Seen()
-    keyed_parsers: dict[str, Callable[[BoundedReader], KeyedStateMeta]] = {}
+    seen = _memo()
     for op in metadata.operator_states:
         subtasks = []
         for index in sorted(op.subtask_states):
@@ -191,8 +225,7 @@ def read_state_schemas(metadata: CheckpointMetadata, opener: Opener = local_open
                     if ref is None:
                         continue
                     try:
-                        parser = keyed_parsers.setdefault(kind, lambda r, k=kind: read_keyed_proxy(r, k))
-                        keyed.append(_parse(ref, parser, opener, seen))
+                        keyed.append(_parse(ref, _keyed_parser(kind), opener, seen))
                     except unreadable as exc:
                         if strict:
                             raise
