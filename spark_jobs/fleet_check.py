@@ -39,7 +39,7 @@ from spark_jobs.parquet_output import ArrowRows, table_seconds, write_table
 from spark_jobs.progress import Progress
 from upgrade_gate.gate import policy
 from upgrade_gate.gate.check import check
-from upgrade_gate.gate.inputs import CheckInputs, CheckOptions, side_of
+from upgrade_gate.gate.inputs import CheckInputs, CheckOptions, GraphSide, side_of
 from upgrade_gate.gate.state_roles import Role
 from upgrade_gate.storage.state_files import state_stream_opener
 from upgrade_gate.vocabulary import (
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
     from hashing.readers import LoadedGraph
     from upgrade_gate.flink.metadata.model import CheckpointMetadata
+    from upgrade_gate.flink.state_meta.streams import Opener
 
 JOB = "fleet_check"
 SCHEMA_DDL = (
@@ -98,8 +99,11 @@ def check_parsed(savepoint: CheckpointMetadata, graph: LoadedGraph, *, hasher: s
     for a non-SAFE job the decision as JSON in `gate`)."""
     options = CheckOptions(hasher, matching, FlinkVersion.parse(flink_version), allow_non_restored_state,
                            rescale_detail=False, with_migration=False)
-    checked = check(CheckInputs(savepoint, side_of(graph), options, side_of(old) if old is not None else None,
-                                open_state=state_stream_opener(client)))
+    # one side per graph and one opener for the check and its repair offer: the plan finds the check's restore
+    # pass by these (`gate.check.restore_pass`) instead of simulating it again
+    new_side, old_side = side_of(graph), side_of(old) if old is not None else None
+    opener = state_stream_opener(client)
+    checked = check(CheckInputs(savepoint, new_side, options, old_side, open_state=opener))
     result = checked.to_json()
     state_ops = [op for op in result["operators"] if op.get("note") is None]
     decision = gating.decide(result, job=job)
@@ -116,20 +120,22 @@ def check_parsed(savepoint: CheckpointMetadata, graph: LoadedGraph, *, hasher: s
         "warnings": list(result["warnings"]),
         "operator_rows": json.dumps([{k: op.get(k) for k in _ROW_FIELDS} for op in result["operators"]])
         if policy.blocks(result["verdict"]) else None,
-        "repair": _repair_offer(checked, savepoint, graph, old, hasher, matching, flink_version, client)
+        "repair": _repair_offer(checked, savepoint, (new_side, graph), (old_side, old), hasher, matching,
+                                flink_version, opener)
         if policy.blocks(result["verdict"]) else None,
     }
 
 
-def _repair_offer(checked: Any, savepoint: CheckpointMetadata, graph: LoadedGraph, old: LoadedGraph | None,
-                  hasher: str, matching: str, flink_version: str | None, client: Any | None) -> str | None:
+def _repair_offer(checked: Any, savepoint: CheckpointMetadata, new: tuple[GraphSide, LoadedGraph],
+                  old: tuple[GraphSide | None, LoadedGraph | None], hasher: str, matching: str,
+                  flink_version: str | None, opener: Opener) -> str | None:
     """Would `upgrade-gate repair` make this blocked job SAFE (docs/guide.md, "When the gate says no")?
-    `upgrade_gate.repair.offer`, planned in memory in the executor: nothing is written. JSON, or None."""
+    `upgrade_gate.repair.offer`, planned in memory in the executor: nothing is written. JSON, or None.
+    `new` / `old`: the sides the check judged, with the graphs they were read from (their locations name them)."""
     from upgrade_gate.repair.offer import repair_offer
-    offer = repair_offer(checked, savepoint, side_of(graph), old=side_of(old) if old is not None else None,
-                         hasher=hasher, matching=matching, flink_version=flink_version,
-                         opener=state_stream_opener(client), savepoint=savepoint.source, graph=graph.origin,
-                         old_graph=old.origin if old is not None else None)
+    offer = repair_offer(checked, savepoint, new[0], old=old[0], hasher=hasher, matching=matching,
+                         flink_version=flink_version, opener=opener, savepoint=savepoint.source,
+                         graph=new[1].origin, old_graph=old[1].origin if old[1] is not None else None)
     return json.dumps(offer) if offer is not None else None
 
 

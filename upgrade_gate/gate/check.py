@@ -97,6 +97,9 @@ def savepoint_pointer(metadata: CheckpointMetadata) -> str:
     return "file:" + os.path.realpath(d)
 
 
+Passes = dict[tuple[Any, ...], RuleContext]  # `_pass_key` -> the pass made with it
+
+
 @dataclass(frozen=True)
 class CheckResult:
     verdict: Verdict
@@ -121,6 +124,10 @@ class CheckResult:
     findings: Findings | None = field(default=None, compare=False, repr=False)  # typed, what the JSON was made of
     state_types_compared: bool = True  # False: restored states' serializers were compared with nothing
     serializer_versions: tuple[dict[str, Any], ...] = ()  # rules.connector_versions: connector state versions
+    # the savepoint's facts (its simulations) and this check's restore passes: a repair plan of the same savepoint
+    # reuses them (`restore_pass`)
+    facts: SavepointFacts | None = field(default=None, compare=False, repr=False)
+    passes: Passes = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def verdict_text(self) -> str:
@@ -228,38 +235,75 @@ EMPTY_START_CHECK_RULES: tuple[Rule, ...] = (  # nothing restored: only what fai
     config.configuration, autoscaler.orphaned_parallelism_overrides)
 
 
-def restore_pass(inputs: CheckInputs, side: GraphSide, facts: SavepointFacts, pointer: str) -> RuleContext:
+def restore_pass(inputs: CheckInputs, side: GraphSide, facts: SavepointFacts, pointer: str,
+                 passes: Passes | None = None) -> RuleContext:
     """Simulate the restore into `side` and run `RESTORE_RULES`; the context holds the ids, the simulation, what
     the user would see (`shown`: if Flink fails, what would match with --allowNonRestoredState, so losses and
-    misrouting are still named) and the findings. `facts` are the savepoint's, shared by every pass of a check."""
+    misrouting are still named) and the findings. `facts` are the savepoint's, shared by every pass of a check
+    and by the repair plan of its result (`CheckResult.facts`), which keep each simulation (`_simulate`);
+    `passes`: the passes already made of these facts (`CheckResult.passes`), where a pass over the same graph
+    with the same options is found, and this one is kept (`_pass_key`)."""
     o = inputs.options
+    key = _pass_key(inputs, side, pointer)
+    made = passes.get(key) if passes is not None else None
+    if made is not None and made.facts is facts and made.side == side and made.inputs.old_graph == inputs.old_graph:
+        return made if made.inputs is inputs else dataclasses.replace(made, inputs=inputs)
     ids = compute_operator_ids(side.graph, o.hasher, o.flink_version)
     old_stream = inputs.old_graph.graph if inputs.old_graph is not None else None
-    metadata = facts.metadata
     from_ha = o.restore_path is RestorePath.HA_METADATA
     allow = o.allow_non_restored_state and not from_ha  # restoreInitialCheckpointIfPresent passes false
-    sim = simulate(metadata, side.graph, ids, pointer, allow_non_restored_state=allow, matching=o.matching,
-                   old_graph=old_stream, from_ha_metadata=from_ha)
+    sim = _simulate(facts, side.graph, ids, pointer, allow, o.matching, old_stream, from_ha)
     shown = sim
     if sim.failure is not None and not allow:
-        hypothetical = simulate(metadata, side.graph, ids, pointer, allow_non_restored_state=True,
-                                matching=o.matching, old_graph=old_stream)
+        hypothetical = _simulate(facts, side.graph, ids, pointer, True, o.matching, old_stream, False)
         shown = hypothetical if hypothetical.failure is None else sim
     ctx = RuleContext.of(inputs, side, sim, shown, ids, facts)
     chain = restore.EMPTY_START_RULES if o.restore_path is RestorePath.EMPTY else RESTORE_RULES
-    return dataclasses.replace(ctx, found=rules.run(ctx, chain))
+    ctx = dataclasses.replace(ctx, found=rules.run(ctx, chain))
+    if passes is not None:
+        passes[key] = ctx
+    return ctx
 
 
-def check(inputs: CheckInputs) -> CheckResult:
-    """Will `inputs.savepoint` restore into `inputs.graph` with zero state loss? Both rule chains, one verdict."""
+def _pass_key(inputs: CheckInputs, side: GraphSide, pointer: str) -> tuple[Any, ...]:
+    """What a restore pass and `RESTORE_RULES` read besides the savepoint: the graphs (by identity; a hit is
+    confirmed by comparing the sides, whose graphs the kept context holds alive), the options they read, the
+    pointer Flink prints. The second savepoint and the configuration are read by `CHECK_RULES` only, but are part
+    of the key all the same: a pass never answers for inputs it did not see."""
+    o, old = inputs.options, inputs.old_graph
+    return (id(side.graph), id(old.graph) if old is not None else None, id(inputs.second_savepoint),
+            id(inputs.flink_config), pointer, o.hasher, o.matching, o.flink_version, o.allow_non_restored_state,
+            o.restore_path)
+
+
+def _simulate(facts: SavepointFacts, graph: StreamGraph, ids: Any, pointer: str, allow: bool, matching: str,
+              old_graph: StreamGraph | None, from_ha: bool) -> Simulation:
+    """`simulate` of the facts' savepoint, once per graph and options: a repair plan's pass without
+    allowNonRestoredState asks again for the restore a check with it already simulated. The simulation is a value
+    nobody changes; the kept entry holds its graphs, so the ids in the key stay theirs."""
+    key = (id(graph), id(ids), id(old_graph), pointer, allow, matching, from_ha)
+    made = facts.simulations.get(key)
+    if made is None:
+        sim = simulate(facts.metadata, graph, ids, pointer, allow_non_restored_state=allow, matching=matching,
+                       old_graph=old_graph, from_ha_metadata=from_ha)
+        made = facts.simulations[key] = (sim, graph, ids, old_graph)
+    return made[0]
+
+
+def check(inputs: CheckInputs, facts: SavepointFacts | None = None) -> CheckResult:
+    """Will `inputs.savepoint` restore into `inputs.graph` with zero state loss? Both rule chains, one verdict.
+    `facts`: of `inputs.savepoint`, when the caller already knows some (the repair plan's re-check of the repaired
+    savepoint gives it the proxies it already read, `rules.state_schema.renamed_schemas`)."""
     o = inputs.options
     if o.matching not in MATCHING_MODES:
         raise InputError(f"--matching {o.matching!r}: expected one of {', '.join(MATCHING_MODES)}")
     metadata, side, old = inputs.savepoint, inputs.graph, inputs.old_graph
     graph = side.graph
     pointer = inputs.pointer or savepoint_pointer(metadata)
-    facts = SavepointFacts(metadata)
-    ctx = restore_pass(inputs, side, facts, pointer)
+    if facts is None or facts.metadata is not metadata:
+        facts = SavepointFacts(metadata)
+    passes: Passes = {}
+    ctx = restore_pass(inputs, side, facts, pointer, passes)
     found, ids, sim, shown = ctx.found, ctx.ids, ctx.sim, ctx.shown
     rows = _operator_rows(metadata, graph, shown, [x.to_json() for x in found.losses], o.rescale_detail)
     writers = {m.state.operator_id_hex: (m.writer or {}).get("name") for m in found.wrong_receiver}
@@ -277,7 +321,7 @@ def check(inputs: CheckInputs) -> CheckResult:
             remedies = [r for r in remedies if r.node_id is not None and str(r.node_id) not in side.sql_state]
         if any(r.action for r in remedies):
             fixed = GraphSide(remedies_mod.apply(graph, remedies), side.extras, side.origin, side.sql_state)
-            remedied = restore_pass(inputs, fixed, facts, pointer).found
+            remedied = restore_pass(inputs, fixed, facts, pointer, passes).found
     once = rules.run(dataclasses.replace(ctx, found=Findings()),
                      EMPTY_START_CHECK_RULES if empty_start else CHECK_RULES)
     found = found.with_(once.items)
@@ -297,7 +341,7 @@ def check(inputs: CheckInputs) -> CheckResult:
         schema_changes=tuple(x.to_json() for x in found.schema_changes),
         config=tuple(x.to_json() for x in found.config), findings=found,
         state_types_compared=not any(isinstance(f, TypesNotCompared) for f in found.items),
-        serializer_versions=tuple(x.to_json() for x in found.connector_versions))
+        serializer_versions=tuple(x.to_json() for x in found.connector_versions), facts=facts, passes=passes)
 
 
 def _in_query_terms(inputs: CheckInputs, facts: SavepointFacts, shown: Simulation, found: Findings) -> Findings:

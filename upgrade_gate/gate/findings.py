@@ -301,6 +301,11 @@ class Findings:
         return {loss.state.operator_id for loss in self.losses if loss.state is not None}
 
     def with_(self, found: Iterable[Finding]) -> Findings:
+        """These findings and `found`, sorted into the views; `self` itself when `found` is empty (most rules of
+        most checks: the views are not rebuilt for nothing)."""
+        found = tuple(found)
+        if not found:
+            return self
         items, losses, notes, claims = list(self.items), list(self.losses), list(self.warnings), list(self.claims)
         wrong, orphans, refusals = list(self.wrong_receiver), list(self.lost_states), list(self.refusals)
         schema, config, meaning = list(self.schema_changes), list(self.config), list(self.meaning)
@@ -352,9 +357,12 @@ class SavepointFacts:
     `verdict_with_remedies`) against the same savepoint, and every pass asks which operators hold state
     (`present`); a fleet check asks it for thousands of jobs. `state_schemas` is the state-schema rules'
     slot for the proxies they read (`state_schema_rules.savepoint_schemas`: I/O, so read only when a rule
-    needs them, and once for all passes and rules)."""
+    needs them, and once for all passes and rules). `simulations` keeps each simulated restore of this savepoint
+    (`check.restore_pass`): the repair plan of a blocked check (`repair.plan.plan_repair`, given the check's result)
+    asks for the same ones again. (The passes themselves are kept by the check, `CheckResult.passes`: a pass holds
+    these facts, so kept here they would make a reference cycle only the cyclic GC frees.)"""
 
-    __slots__ = ("metadata", "old_writers", "present", "state_schemas")
+    __slots__ = ("metadata", "old_writers", "present", "simulations", "state_schemas")
 
     def __init__(self, metadata: CheckpointMetadata) -> None:
         self.metadata = metadata
@@ -364,3 +372,4 @@ class SavepointFacts:
         # savepoint operator id -> the old graph's node that wrote it (`sql_meaning.writers`): asked by the SQL meaning
         # rule, the SQL explanations and the state roles of one check, computed once
         self.old_writers: dict[bytes, int] | None = None
+        self.simulations: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # check._simulate

@@ -38,13 +38,14 @@ from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 from upgrade_gate.flink.state_meta.streams import Opener, local_opener
 from upgrade_gate.gate import misrouting, remedies, sql_explain, sql_meaning
-from upgrade_gate.gate.check import CheckResult, restore_pass, savepoint_pointer
+from upgrade_gate.gate.check import CheckResult, check, restore_pass, savepoint_pointer
 from upgrade_gate.gate.findings import SavepointFacts, keyed_bytes, state_names
 from upgrade_gate.gate.inputs import CheckInputs, CheckOptions, GraphSide
+from upgrade_gate.gate.rules.state_schema import renamed_schemas
 from upgrade_gate.repair.drop_state import drop_named_states, state_names_of
 from upgrade_gate.repair.max_parallelism import Rescaled, UnsupportedKey, cannot_rescale, rescale
 from upgrade_gate.repair.rewrite import apply_plan
-from upgrade_gate.storage.check_inputs import check_upgrade
+from upgrade_gate.storage.check_inputs import check_upgrade, read_check_inputs
 from upgrade_gate.vocabulary import Verdict
 
 __all__ = ["DROPPABLE_PARTS", "Drop", "Move", "RepairPlan", "Unresolved", "plan_repair"]
@@ -382,7 +383,9 @@ def plan_repair(metadata: CheckpointMetadata, new: GraphSide, *, old: GraphSide 
     target = max_parallelism if max_parallelism is not None else (changed[1] if changed else None)
     planning = metadata if target is None else _at_max_parallelism(metadata, target)  # the numbers Flink compares
     inputs = CheckInputs(planning, new, CheckOptions(hasher, matching, version), old, pointer, open_state=opener)
-    ctx = restore_pass(inputs, new, SavepointFacts(planning), pointer)
+    # the check's own facts when it judged this very metadata: its passes and simulations are not made again
+    facts = before.facts if before.facts is not None and before.facts.metadata is planning else None
+    ctx = restore_pass(inputs, new, facts or SavepointFacts(planning), pointer, before.passes if facts else None)
     shown, found = ctx.shown, ctx.found
     graph, ids = new.graph, ctx.ids
     old_ids = _old_ids(old, metadata, hasher, version) if old is not None else []
@@ -472,10 +475,20 @@ def plan_repair(metadata: CheckpointMetadata, new: GraphSide, *, old: GraphSide 
                 repaired = rescaled.metadata
             except UnsupportedKey as exc:
                 refused = (str(exc),)
-    after = check_upgrade(repaired, new, **options) if not refused else None
+    after = _check_repaired(repaired, new, ctx.facts, options) if not refused else None
     return RepairPlan(before, tuple(moves), tuple(dropped), tuple(unresolved), repaired, after,
                       collisions=tuple(collisions), rescaled=rescaled, max_parallelism=max_parallelism,
                       refused=refused, suggested=suggested)
+
+
+def _check_repaired(repaired: CheckpointMetadata, new: GraphSide, known: SavepointFacts,
+                    options: dict[str, Any]) -> CheckResult:
+    """`check_upgrade` of the repaired metadata (nothing written yet), given the serialization proxies the plan's
+    own pass already read of the same state handles (`state_schema.renamed_schemas`)."""
+    facts = SavepointFacts(repaired)
+    facts.state_schemas = renamed_schemas(known, repaired)
+    o = {k: v for k, v in options.items() if k != "pointer"}
+    return check(read_check_inputs(repaired, new, options=CheckOptions(**o), pointer=options["pointer"]), facts)
 
 
 def _at_max_parallelism(metadata: CheckpointMetadata, max_parallelism: int) -> CheckpointMetadata:

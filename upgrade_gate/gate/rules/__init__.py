@@ -74,5 +74,8 @@ def run(ctx: RuleContext, rules: Iterable[Rule]) -> Findings:
     """Every rule in order, each seeing the findings of those before it; returns them all (`ctx.found` first)."""
     found = ctx.found
     for rule in rules:
-        found = found.with_(rule(dataclasses.replace(ctx, found=found)))
+        # most rules find nothing in most jobs: the next rule then sees the same context, not a copy of it
+        if ctx.found is not found:
+            ctx = dataclasses.replace(ctx, found=found)
+        found = found.with_(rule(ctx))
     return found

@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hashing.graph import StreamGraph
-from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.metadata.model import OperatorState
 from upgrade_gate.flink.simulation import Simulation
 from upgrade_gate.gate.declared_state import stateful_reason
@@ -38,11 +37,9 @@ from upgrade_gate.gate.upgrade_modes import RestorePath
 __all__ = ["receivers", "rekeyed", "starts_empty"]
 
 
-def receivers(sim: Simulation) -> set[int]:
-    """The new job's nodes that get state back from the snapshot."""
-    if sim.failure is not None or sim.assignment is None:
-        return set()
-    return {nid for nid, r in sim.assignment.operators.items() if r.old is not None and has_state(r.old)}
+def receivers(sim: Simulation) -> frozenset[int]:
+    """The new job's nodes that get state back from the snapshot (`Simulation.receivers`, worked out once)."""
+    return sim.receivers
 
 
 def rekeyed(lost: tuple[OperatorState, ...] | list[OperatorState], sim: Simulation,

@@ -8,6 +8,7 @@ serializer snapshots are the new job's serializers (`inputs.SecondSavepoint.role
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 from upgrade_gate.flink.assignment.load_validation import has_state
@@ -27,7 +28,7 @@ from upgrade_gate.gate.state_schema_rules import (
     nested_collections,
 )
 
-__all__ = ["kryo_upgrade_misreads", "savepoint_schemas", "schema_diff", "state_types_not_compared"]
+__all__ = ["kryo_upgrade_misreads", "renamed_schemas", "savepoint_schemas", "schema_diff", "state_types_not_compared"]
 
 
 def savepoint_schemas(facts: SavepointFacts, ctx: RuleContext) -> tuple[OperatorSchemas, ...]:
@@ -40,6 +41,30 @@ def savepoint_schemas(facts: SavepointFacts, ctx: RuleContext) -> tuple[Operator
     if facts.state_schemas is None:
         facts.state_schemas = read_state_schemas(facts.metadata, ctx.inputs.open_state, tolerant=True)
     return facts.state_schemas
+
+
+def renamed_schemas(known: SavepointFacts, after: CheckpointMetadata) -> tuple[OperatorSchemas, ...] | None:
+    """`after`'s schemas from those already read of `known.metadata`, when every operator of `after` holds the very
+    subtask states of one of its operators (a repair's moves and whole-operator drops, `repair.rewrite.apply_plan`:
+    the handles are shared, only the operator's id, name and uid change). The proxies are then the same streams,
+    so `read_state_schemas` would read and parse the same bytes again; None when they were not read, or when a
+    state was rewritten (a dropped part, new key groups): then it reads them."""
+    before = known.metadata
+    if known.state_schemas is None or after.source != before.source:
+        return None
+    by_hex = {s.operator_id: s for s in known.state_schemas}
+    # id() of each subtask-state map -> its operator's schemas (None: nothing to read in it); `before` keeps them
+    # alive for this call, so an id is not reused
+    held = {id(op.subtask_states): by_hex.get(op.operator_id_hex) for op in before.operator_states}
+    out = []
+    for op in after.operator_states:
+        key = id(op.subtask_states)
+        if key not in held:
+            return None
+        schemas = held[key]
+        if schemas is not None:
+            out.append(dataclasses.replace(schemas, operator_id=op.operator_id_hex, name=op.name, uid=op.uid))
+    return tuple(out)
 
 
 def kryo_upgrade_misreads(ctx: RuleContext) -> Iterator[Finding]:
