@@ -25,7 +25,10 @@ SECRET_KEY = "gate-test-secret-0123456789"
 
 
 def _free_ports(n: int) -> list[int]:
-    """`n` distinct free ports below 45000, so SeaweedFS' port+10000 gRPC convention stays valid.
+    """`n` distinct free ports in 20000-32767: below Linux's ephemeral range (32768-60999), so no outgoing
+    connection of another process (the Airflow tier runs beside the core tier in `make test`) is given one
+    between our choice and the server's bind; and below 45000, so SeaweedFS' port+10000 gRPC convention
+    stays valid.
 
     All sockets stay bound until every port is chosen, so no port is handed out twice."""
     rng = random.Random()
@@ -34,7 +37,7 @@ def _free_ports(n: int) -> list[int]:
         while len(held) < n:
             s = socket.socket()
             try:
-                s.bind(("127.0.0.1", rng.randrange(20000, 45000)))
+                s.bind(("127.0.0.1", rng.randrange(20000, 32768)))
             except OSError:
                 s.close()
                 continue
@@ -71,7 +74,29 @@ class S3Server:
                 self.proc.wait()
 
 
+_PORT_TAKEN = ("Port allocation failed", "is not available")
+_ATTEMPTS = 4
+
+
 def start(data_dir: Path) -> S3Server:
+    """A ready `weed mini` under `data_dir`. Another process may still bind a chosen port before SeaweedFS does
+    (ports are free when chosen, not reserved): then it exits saying so, and is started again on new ports."""
+    for attempt in range(1, _ATTEMPTS + 1):
+        where = data_dir if attempt == 1 else data_dir / f"retry-{attempt}"
+        where.mkdir(parents=True, exist_ok=True)
+        try:
+            return _start_once(where)
+        except _PortTaken:
+            if attempt == _ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+class _PortTaken(RuntimeError):
+    """`weed mini` could not bind a port chosen for it."""
+
+
+def _start_once(data_dir: Path) -> S3Server:
     names = ("master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc", "s3", "s3_grpc")
     ports = dict(zip(names, _free_ports(len(names)), strict=True))
     cmd = [weed_binary(), "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
@@ -90,7 +115,9 @@ def start(data_dir: Path) -> S3Server:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"weed mini exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+            text = log.read_text()[-3000:]
+            error = _PortTaken if any(m in text for m in _PORT_TAKEN) else RuntimeError
+            raise error(f"weed mini exited {proc.returncode}:\n{text}")
         try:
             c = server.client()
             c.create_bucket(Bucket="probe")
