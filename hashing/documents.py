@@ -181,18 +181,19 @@ def parse_json(data: bytes, origin: str, *, what: str, limits: Limits = Limits()
 
 def check_depth(doc: Any, origin: str, max_depth: int, error: type[InputError] = InputError) -> None:
     """Refuse JSON nested deeper than `max_depth` (json.loads itself stops only near ~1000 levels)."""
-    if type(doc) is not dict and type(doc) is not list:
-        return
-    stack = [(doc, 1)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        value, depth = pop()
+    level = [doc] if type(doc) is dict or type(doc) is list else []
+    depth = 0
+    while level:  # one level at a time: no (value, depth) pair per container (a fleet parses one spec a job)
+        depth += 1
         if depth > max_depth:
             raise error(f"{origin}: invalid JSON: nested deeper than {max_depth} levels")
-        children = value.values() if type(value) is dict else value
-        for child in children:
-            if type(child) is dict or type(child) is list:
-                push((child, depth + 1))
+        below = []
+        push = below.append
+        for value in level:
+            for child in value.values() if type(value) is dict else value:
+                if type(child) is dict or type(child) is list:
+                    push(child)
+        level = below
 
 
 # ---- YAML ----------------------------------------------------------------------------------------

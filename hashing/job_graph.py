@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hashing.chaining import chainable_edges
+from hashing.frozen import fast_init
 from hashing.graph import StreamGraph
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OperatorIDPair:
     """Flink's pair, generalised to FLIP-411's ordered list of alternative ids.
@@ -32,6 +34,7 @@ class OperatorIDPair:
         return self.alternatives[0] if self.alternatives else None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class JobVertex:
     id: bytes  # the head operator's generated id

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hashing.frozen import fast_init
 from hashing.graph import StreamGraph
 from hashing.operator_ids import compute_operator_ids
 from hashing.versions import FlinkVersion
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class MigrationRow:
     node_id: int

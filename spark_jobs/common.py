@@ -21,6 +21,7 @@ import atexit
 import json
 import logging
 import os
+import py_compile
 import shutil
 import sys
 import tempfile
@@ -153,10 +154,7 @@ def _ship_packages(spark: SparkSession) -> None:
     folder = tempfile.mkdtemp(prefix="ugate-pyfiles-")
     atexit.register(shutil.rmtree, folder, True)
     target = Path(folder) / "upgrade_gate_packages.zip"
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        for pkg in SHIPPED_PACKAGES:
-            for path in sorted((REPO / pkg).rglob("*.py")):
-                zf.write(path, path.relative_to(REPO).as_posix())
+    package_zip(target)
     spark.sparkContext.addPyFile(str(target))
     # a compiled extension cannot be imported from a zip: ship each built one as a file of its own, which
     # `hashing.shipped_extensions` loads from SparkFiles when the interpreter's ABI matches (else Python/NumPy run)
@@ -164,6 +162,34 @@ def _ship_packages(spark: SparkSession) -> None:
         extension = compiled_extension_file(name)
         if extension is not None:
             spark.sparkContext.addFile(str(extension))
+
+
+def package_zip(target: Path) -> None:
+    """`SHIPPED_PACKAGES` as the zip executors import them from: each module's source and its bytecode."""
+    scratch = target.with_name(target.name + ".scratch.pyc")
+    try:
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+            for pkg in SHIPPED_PACKAGES:
+                for path in sorted((REPO / pkg).rglob("*.py")):
+                    name = path.relative_to(REPO).as_posix()
+                    zf.write(path, name)
+                    zf.writestr(name[:-3] + ".pyc", _unchecked_bytecode(path, name, scratch))
+    finally:
+        scratch.unlink(missing_ok=True)
+
+
+def _unchecked_bytecode(path: Path, name: str, scratch: Path) -> bytes:
+    """`path` compiled (through the file `scratch`), as a `.pyc` the zip importer takes without comparing it to
+    its source.
+
+    A zip of sources alone makes every executor's Python worker compile each module it imports (zipimport
+    keeps no bytecode): 2 % of a fleet run's worker CPU on local[2] (docs/performance.md, "Frozen objects").
+    Beside each `.py` the zip holds its `.pyc`, unchecked-hash based: the zip is made from the sources in
+    this one call, so they cannot differ. A worker of another Python version finds a foreign magic number,
+    and zipimport then compiles the `.py` as before."""
+    py_compile.compile(str(path), cfile=str(scratch), dfile=name, doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    return scratch.read_bytes()
 
 
 # the built extensions executors get beside the zip: the hasher, String.hashCode for key_alignment, and the

@@ -23,6 +23,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,9 @@ SCHEMA_DDL = (
     "raw_operator_bytes long, channel_state_bytes long, state_bytes long, error string"
 )
 _KINDS = ("managed_keyed", "raw_keyed", "managed_operator", "raw_operator")
+_NO_SIZES = (0,) * len(_KINDS)
+_NO_NAMES: dict[str, Any] = {}
+_FINISHED = attrgetter("finished")
 
 
 def savepoint_jobs(spark: SparkSession, source: str, partitions: int | None = None,
@@ -120,32 +124,40 @@ _OPERATOR_COLUMNS = (
 
 
 def _operator_facts(op: OperatorState) -> tuple[Any, ...]:
-    """One operator's values, in `_OPERATOR_COLUMNS` order."""
-    kinds: set[str] = set()
+    """One operator's values, in `_OPERATOR_COLUMNS` order. Most operators of a job hold no state at all: their
+    row is made without the per-kind tallies (a fleet scan makes 50 rows a job)."""
+    subtasks = op.subtask_states.values()
+    finished = sum(map(_FINISHED, subtasks))
+    coordinator = op.coordinator_state
+    if not op.has_state:  # no subtask state and no coordinator state
+        return (op.operator_id_hex, op.name, op.uid, op.parallelism, op.max_parallelism, op.fully_finished, finished,
+                len(op.subtask_states), [], [], [], 0, *_NO_SIZES, 0, op.state_size)
     names: dict[str, str] = {}
-    sizes = dict.fromkeys(_KINDS, 0)
-    channel = finished = 0
-    for st in op.subtask_states.values():
-        finished += st.finished
-        if not st.has_state:  # most subtasks: nothing to add up
+    sizes = [0, 0, 0, 0]  # in _KINDS order
+    held = [False, False, False, False]
+    channel = 0
+    for st in subtasks:
+        if not st.has_state:
             continue
         channel += st.channel_state_size
-        for kind, handles in ((_KINDS[0], st.managed_keyed_state), (_KINDS[1], st.raw_keyed_state),
-                              (_KINDS[2], st.managed_operator_state), (_KINDS[3], st.raw_operator_state)):
+        for k, handles in enumerate((st.managed_keyed_state, st.raw_keyed_state, st.managed_operator_state,
+                                     st.raw_operator_state)):
+            if not handles:
+                continue
+            held[k] = True
             for handle in handles:
-                kinds.add(kind)
-                sizes[kind] += handle.state_size
-                for state, info in getattr(handle, "state_name_to_partition_offsets", {}).items():
+                sizes[k] += handle.state_size
+                for state, info in getattr(handle, "state_name_to_partition_offsets", _NO_NAMES).items():
                     names[state] = info.mode.name
-    if op.coordinator_state is not None:
-        kinds.add("coordinator")
+    kinds = [kind for kind, h in zip(_KINDS, held, strict=True) if h]
+    if coordinator is not None:
+        kinds.append("coordinator")
     if channel:
-        kinds.add("channel")
+        kinds.append("channel")
     ordered = sorted(names)
     return (op.operator_id_hex, op.name, op.uid, op.parallelism, op.max_parallelism, op.fully_finished, finished,
             len(op.subtask_states), sorted(kinds), ordered, [names[n] for n in ordered],
-            op.coordinator_state.state_size if op.coordinator_state else 0, *sizes.values(), channel,
-            op.state_size)
+            coordinator.state_size if coordinator is not None else 0, *sizes, channel, op.state_size)
 
 
 def scan_partition(batches: Iterator[pa.RecordBatch], progress: tuple[str, int] | None = None,

@@ -29,6 +29,7 @@ import struct
 from dataclasses import dataclass
 from enum import StrEnum
 
+from hashing.frozen import fast_init
 from upgrade_gate.flink.committables import committable_versions
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 from upgrade_gate.flink.state_meta.streams import MAX_PROXY_BYTES, Opener, StateFileError, local_opener, stream_of
@@ -55,6 +56,7 @@ COORDINATOR = "coordinator"
 SPLITS_STATE = "SourceReaderState"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class WrittenVersions:
     """The serializer versions one connector state of one savepoint operator was written with. `versions`: the

@@ -92,8 +92,10 @@ def savepoint_pointer(metadata: CheckpointMetadata) -> str:
     d = src.rsplit("/", 1)[0] if src.endswith("_metadata") and "/" in src else src
     if "://" in d:
         return d
+    if metadata.base_dir is not None and "://" not in metadata.base_dir:  # the reader's realpath of that folder
+        return "file:" + metadata.base_dir
     # `Path.resolve` is this realpath plus a pathlib object and a stat (for symlink loops, which a directory
-    # the savepoint was just read from cannot hold): a fleet check asks it once per job
+    # the savepoint was just read from cannot hold)
     return "file:" + os.path.realpath(d)
 
 
@@ -184,7 +186,7 @@ def _operator_rows(metadata: CheckpointMetadata, graph: StreamGraph, sim: Simula
     rows = []
     for op in metadata.operator_states:  # one row per savepoint operator of every job a fleet checks
         r = by_state.get(op.operator_id)
-        oid = op.operator_id.hex()
+        oid = op.operator_id_hex
         size = op.state_size
         lost = min(size, lost_by_id.get(oid, 0))
         if r is None:

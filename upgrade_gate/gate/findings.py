@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from hashing.frozen import fast_init
 from upgrade_gate.flink.assignment.load_validation import has_state
 from upgrade_gate.flink.connector_state import ConnectorState, WrittenVersions
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
@@ -28,6 +29,8 @@ __all__ = ["ConfigChecked", "ConnectorVersionCompared", "Finding", "Findings", "
 
 def state_names(op: OperatorState) -> list[str]:
     """The names a person knows a snapshot's state by: declared operator-state names, plus the kinds."""
+    if not op.has_state:  # most operators of a job (a check names the state of every one)
+        return []
     names: set[str] = set()
     for s in op.subtask_states.values():
         if s.managed_keyed_state:
@@ -56,6 +59,7 @@ def keyed_bytes(op: OperatorState) -> int:
     return total
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Loss:
     """State the new job will not have intact. `state`: the savepoint's snapshot, when the whole of it or a part
@@ -102,6 +106,7 @@ class Loss:
         return doc
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Note:
     """A warning: something the evidence cannot settle, for a person to look at."""
@@ -110,6 +115,7 @@ class Note:
     verdict = Verdict.SAFE
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Orphan:
     """A snapshot left without an owner that an earlier, partial loss already named."""
@@ -118,6 +124,7 @@ class Orphan:
     verdict = Verdict.SAFE
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PositionClaim:
     """A uid-less operator holds a savepoint id by position only and should stop claiming it (a remedy
@@ -128,6 +135,7 @@ class PositionClaim:
     verdict = Verdict.SAFE
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Refused:
     """Flink refuses to start the new job: `flink_error` is Flink's own message (the first refusal of a check is
@@ -205,6 +213,7 @@ class TypesNotCompared:
     verdict = Verdict.SAFE
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConnectorVersionCompared:
     """One connector state the new job restores (splits, enumerator, writer state, committables), the serializer
@@ -272,6 +281,7 @@ Finding = (Loss | Note | Orphan | PositionClaim | Misrouted | Refused | SchemaCo
            | MeaningChanged | TypesNotCompared | ConnectorVersionCompared)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Findings:
     """The findings of one check so far, in the order the rules found them, and the views the later rules and the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hashing.frozen import fast_init
 from hashing.job_graph import JobVertex, OperatorIDPair
 from hashing.keygroups import compute_default_max_parallelism
 from hashing.operator_ids import OperatorIds
@@ -20,6 +21,7 @@ __all__ = ["JOB_VERTEX_MAX_PARALLELISM_DEFAULT", "ExecutionJobVertex", "executio
 JOB_VERTEX_MAX_PARALLELISM_DEFAULT = -1
 
 
+@fast_init
 @dataclass(frozen=True)
 class ExecutionJobVertex:
     vertex: JobVertex

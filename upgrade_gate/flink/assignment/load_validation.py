@@ -14,23 +14,21 @@ lacks, empty or not (`from_ha_metadata`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import attrgetter
 
+from hashing.frozen import fast_init
 from upgrade_gate.flink.assignment import errors
 from upgrade_gate.flink.assignment.job import ExecutionJobVertex
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 
 __all__ = ["LoadResult", "has_state", "load_and_validate"]
 
-_HAS_STATE = attrgetter("has_state")
-
-
 def has_state(op: OperatorState) -> bool:
-    """Flink: coordinator state present, or any subtask state with `hasState()`. any() over a map, not
-    a generator: the gate asks it of every savepoint operator of every job in a fleet check."""
-    return op.coordinator_state is not None or any(map(_HAS_STATE, op.subtask_states.values()))
+    """Flink: coordinator state present, or any subtask state with `hasState()`; worked out when the
+    `OperatorState` is built (the gate asks it of every savepoint operator of every job in a fleet check)."""
+    return op.has_state
 
 
+@fast_init
 @dataclass(frozen=True)
 class LoadResult:
     kept: dict[bytes, OperatorState]  # savepoint operator id -> state, in file order

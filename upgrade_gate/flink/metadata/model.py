@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import Enum
 
+from hashing.frozen import fast_init
+
 __all__ = ["EMPTY_KEY_GROUP_RANGE", "FINISHED_SUBTASK", "ByteStreamStateHandle", "ChangelogStateBackendHandleImpl",
            "ChangelogStateHandleStreamImpl", "CheckpointMetadata", "CheckpointProperties",
            "EmptySegmentFileStateHandle", "FileMergingOperatorStreamStateHandle", "FileStateHandle",
@@ -418,6 +420,7 @@ class OperatorSubtaskState:
 FINISHED_SUBTASK = OperatorSubtaskState(finished=True)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OperatorState:
     """One operator's state: `operator_id` is the 16 raw bytes of Flink's `OperatorID`."""
@@ -430,17 +433,13 @@ class OperatorState:
     coordinator_state: ByteStreamStateHandle | None
     subtask_states: dict[int, OperatorSubtaskState]
     fully_finished: bool = False
+    # worked out once when built: the gate asks them of every operator of every pass over a savepoint
     state_size: int = field(init=False, repr=False, compare=False)
+    operator_id_hex: str = field(init=False, repr=False, compare=False)
+    has_state: bool = field(init=False, repr=False, compare=False)  # `assignment.load_validation.has_state`
 
     def __post_init__(self) -> None:
-        total = self.coordinator_state.state_size if self.coordinator_state is not None else 0
-        for s in self.subtask_states.values():
-            total += s.state_size
-        object.__setattr__(self, "state_size", total)
-
-    @property
-    def operator_id_hex(self) -> str:
-        return self.operator_id.hex()
+        _set_derived(self, self.operator_id, self.coordinator_state, self.subtask_states)
 
 
 # ---- constructors for the reader ----------------------------------------------------------
@@ -468,9 +467,10 @@ _new = object.__new__
 (_set_states, _set_delegate) = _slot_setters(OperatorStreamStateHandle, ("state_name_to_partition_offsets", "delegate"))
 (_set_handle_name, _set_view) = _slot_setters(ByteStreamStateHandle, ("handle_name", "view"))
 (_set_operator_id, _set_name, _set_uid, _set_parallelism, _set_max_parallelism, _set_coordinator,
- _set_subtask_states, _set_fully_finished, _set_operator_size) = _slot_setters(OperatorState, (
+ _set_subtask_states, _set_fully_finished, _set_operator_size, _set_operator_hex,
+ _set_operator_has_state) = _slot_setters(OperatorState, (
     "operator_id", "name", "uid", "parallelism", "max_parallelism", "coordinator_state", "subtask_states",
-    "fully_finished", "state_size"))
+    "fully_finished", "state_size", "operator_id_hex", "has_state"))
 (_set_path, _set_relative_path, _set_size) = _slot_setters(RelativeFileStateHandle, ("path", "relative_path", "size"))
 (_set_local_path, _set_handle) = _slot_setters(HandleAndLocalPath, ("local_path", "handle"))
 _INCREMENTAL_SETTERS = _slot_setters(IncrementalRemoteKeyedStateHandle, (
@@ -561,11 +561,23 @@ def new_operator_state(operator_id: bytes, name: str | None, uid: str | None, pa
     _set_coordinator(o, coordinator_state)
     _set_subtask_states(o, subtask_states)
     _set_fully_finished(o, False)
-    total = coordinator_state.state_size if coordinator_state is not None else 0
+    _set_derived(o, operator_id, coordinator_state, subtask_states)
+    return o
+
+
+def _set_derived(o: OperatorState, operator_id: bytes, coordinator_state: ByteStreamStateHandle | None,
+                 subtask_states: dict[int, OperatorSubtaskState]) -> None:
+    """The fields an `OperatorState` works out from the others (its size, hex ID, whether it holds state)."""
+    total = 0
+    holds = coordinator_state is not None
+    if holds:
+        total = coordinator_state.state_size  # type: ignore[union-attr]
     for s in subtask_states.values():
         total += s.state_size
+        holds = holds or s.has_state
     _set_operator_size(o, total)
-    return o
+    _set_operator_hex(o, operator_id.hex())
+    _set_operator_has_state(o, holds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -598,3 +610,6 @@ class CheckpointMetadata:
     operator_states: tuple[OperatorState, ...]
     properties: CheckpointProperties | None
     source: str = ""
+    # the directory relative handles were resolved against, as the reader was given it (`os.path.realpath` of a
+    # local snapshot folder, `s3://bucket/dir`): the savepoint pointer Flink prints (`gate.check.savepoint_pointer`)
+    base_dir: str | None = field(default=None, compare=False, repr=False)

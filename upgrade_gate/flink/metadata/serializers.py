@@ -99,7 +99,7 @@ class MetadataV2V3SerializerBase(ABC):
         else:
             operators = tuple(self.read_operator_state(r, ctx) for _ in range(n_ops))
         properties = self.read_properties(r)
-        return CheckpointMetadata(self.VERSION, checkpoint_id, masters, operators, properties, r.source)
+        return CheckpointMetadata(self.VERSION, checkpoint_id, masters, operators, properties, r.source, ctx.base)
 
     def read_properties(self, r: BoundedReader):  # type: ignore[no-untyped-def]
         return None

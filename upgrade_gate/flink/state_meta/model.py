@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from hashing.frozen import fast_init
+
 __all__ = ["KRYO_SNAPSHOT", "POJO_SNAPSHOT", "TTL_SNAPSHOTS", "KeyedStateMeta", "OperatorStateMeta",
            "SerializerSnapshot", "StateMetaInfo", "short_name"]
 
@@ -144,6 +146,7 @@ class StateMetaInfo:
                 "serializers": {k: s.view() for k, s in sorted(self.serializers)}}
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class KeyedStateMeta:
     """A keyed handle's `KeyedBackendSerializationProxy`. `incomplete` names what stopped the reading
@@ -163,6 +166,7 @@ class KeyedStateMeta:
                 "states": [s.view() for s in self.states]}
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OperatorStateMeta:
     """An operator handle's `OperatorBackendSerializationProxy`: list/union states, then broadcast states."""

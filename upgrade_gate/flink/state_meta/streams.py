@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
 from hashing.errors import InputError
+from hashing.frozen import fast_init
 from upgrade_gate.flink.metadata.model import (
     ByteStreamStateHandle,
     EmptySegmentFileStateHandle,
@@ -36,6 +37,7 @@ class StateFileError(InputError):
     """A state file that cannot be read (missing, unreadable, or on storage this opener cannot reach)."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StreamRef:
     """Where a stream's bytes are: inline `data`, or `path` (local path, file: or s3:// URI) from `start`."""
