@@ -292,10 +292,12 @@ def _simulate(facts: SavepointFacts, graph: StreamGraph, ids: Any, pointer: str,
     return made[0]
 
 
-def check(inputs: CheckInputs, facts: SavepointFacts | None = None) -> CheckResult:
+def check(inputs: CheckInputs, facts: SavepointFacts | None = None, *, verdict_only: bool = False) -> CheckResult:
     """Will `inputs.savepoint` restore into `inputs.graph` with zero state loss? Both rule chains, one verdict.
     `facts`: of `inputs.savepoint`, when the caller already knows some (the repair plan's re-check of the repaired
-    savepoint gives it the proxies it already read, `rules.state_schema.renamed_schemas`)."""
+    savepoint gives it the proxies it already read, `rules.state_schema.renamed_schemas`). `verdict_only`: the
+    verdict, refusal and findings as always, but no per-operator rows and no roles of lost state (neither changes a
+    verdict): what a repair offer asks of the savepoint it would write, once per blocked job of a fleet."""
     o = inputs.options
     if o.matching not in MATCHING_MODES:
         raise InputError(f"--matching {o.matching!r}: expected one of {', '.join(MATCHING_MODES)}")
@@ -307,7 +309,8 @@ def check(inputs: CheckInputs, facts: SavepointFacts | None = None) -> CheckResu
     passes: Passes = {}
     ctx = restore_pass(inputs, side, facts, pointer, passes)
     found, ids, sim, shown = ctx.found, ctx.ids, ctx.sim, ctx.shown
-    rows = _operator_rows(metadata, graph, shown, [x.to_json() for x in found.losses], o.rescale_detail)
+    rows = [] if verdict_only else _operator_rows(metadata, graph, shown, [x.to_json() for x in found.losses],
+                                                  o.rescale_detail)
     writers = {m.state.operator_id_hex: (m.writer or {}).get("name") for m in found.wrong_receiver}
     for row in rows:  # a v4 savepoint has no names: show the writer's, not the receiver's
         if writers.get(row["operator_id"]) and not any(op.name for op in metadata.operator_states
@@ -327,7 +330,8 @@ def check(inputs: CheckInputs, facts: SavepointFacts | None = None) -> CheckResu
     once = rules.run(dataclasses.replace(ctx, found=Findings()),
                      EMPTY_START_CHECK_RULES if empty_start else CHECK_RULES)
     found = found.with_(once.items)
-    found = _with_roles(inputs, facts, shown, _in_query_terms(inputs, facts, shown, found))
+    if not verdict_only:
+        found = _with_roles(inputs, facts, shown, _in_query_terms(inputs, facts, shown, found))
     losses = [x.to_json() for x in found.losses]
     misrouted = [*(m.to_json(graph, state_names(m.state)) for m in found.wrong_receiver),
                  *(m.to_json() for m in found.meaning)]

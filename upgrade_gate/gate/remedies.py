@@ -154,6 +154,12 @@ def apply(graph: StreamGraph, remedies: list[Remedy]) -> StreamGraph:
         if r.uid:
             n = dataclasses.replace(n, uid=r.uid)
         by_id[r.node_id] = n
-    return StreamGraph.of(graph.name, list(by_id.values()), list(graph.edges), chaining_enabled=graph.chaining_enabled,
-                          max_parallelism=graph.max_parallelism,
-                          chain_operators_with_different_max_parallelism=graph.chain_operators_with_different_max_parallelism)
+    fixed = StreamGraph.of(graph.name, list(by_id.values()), list(graph.edges), chaining_enabled=graph.chaining_enabled,
+                           max_parallelism=graph.max_parallelism,
+                           chain_operators_with_different_max_parallelism=graph.chain_operators_with_different_max_parallelism)
+    # a uid or uid hash changes the IDs, never the chains (Flink's `isChainable` reads neither): what the original
+    # graph worked out of its chaining holds for this one, whose edges are the same
+    for key in ("chainable_edges", "chains"):
+        if key in graph.cache:
+            fixed.cache[key] = graph.cache[key]
+    return fixed

@@ -29,7 +29,7 @@ def repair_offer(result: CheckResult, metadata: CheckpointMetadata, new: GraphSi
     if result.verdict is Verdict.SAFE or result.simulation is None:
         return None
     plan = plan_repair(metadata, new, old=old, hasher=hasher, matching=matching, flink_version=flink_version,
-                       opener=opener, before=result)
+                       opener=opener, before=result, verdict_only=True)  # the offer reads the re-check's verdict
     if not plan.needed and not plan.unresolved:
         return None
     offer = plan.offer()

@@ -365,12 +365,13 @@ def plan_repair(metadata: CheckpointMetadata, new: GraphSide, *, old: GraphSide 
                 pointer: str | None = None, maps: tuple[str, ...] = (), drops: tuple[str, ...] = (),
                 max_parallelism: int | None = None, workdir: Path | None = None,
                 opener: Opener = local_opener, before: CheckResult | None = None,
-                rescale_progress: Callable[[str], None] | None = None) -> RepairPlan:
+                rescale_progress: Callable[[str], None] | None = None, verdict_only: bool = False) -> RepairPlan:
     """Plan the repair and check its result in memory. Nothing is written but, with `max_parallelism`, the
     rewritten keyed state files under `workdir` (the caller's scratch directory, required then). `before`: the
     caller's own `check_upgrade` of the same savepoint and graph (a fleet check has it already).
     `rescale_progress`: one line per operator a max-parallelism rewrite finished (the slow part: ~10 CPU-s per
-    64 MB of keyed state, docs/performance.md)."""
+    64 MB of keyed state, docs/performance.md). `verdict_only`: `after` is the re-check's verdict and findings
+    without its per-operator rows (`check(verdict_only=True)`): enough for `offer`, not for `to_json`."""
     version = flink_version if isinstance(flink_version, FlinkVersion) else FlinkVersion.parse(flink_version)
     pointer = pointer or savepoint_pointer(metadata)
     options = {"hasher": hasher, "matching": matching, "flink_version": version, "pointer": pointer,
@@ -475,20 +476,21 @@ def plan_repair(metadata: CheckpointMetadata, new: GraphSide, *, old: GraphSide 
                 repaired = rescaled.metadata
             except UnsupportedKey as exc:
                 refused = (str(exc),)
-    after = _check_repaired(repaired, new, ctx.facts, options) if not refused else None
+    after = _check_repaired(repaired, new, ctx.facts, options, verdict_only) if not refused else None
     return RepairPlan(before, tuple(moves), tuple(dropped), tuple(unresolved), repaired, after,
                       collisions=tuple(collisions), rescaled=rescaled, max_parallelism=max_parallelism,
                       refused=refused, suggested=suggested)
 
 
 def _check_repaired(repaired: CheckpointMetadata, new: GraphSide, known: SavepointFacts,
-                    options: dict[str, Any]) -> CheckResult:
+                    options: dict[str, Any], verdict_only: bool = False) -> CheckResult:
     """`check_upgrade` of the repaired metadata (nothing written yet), given the serialization proxies the plan's
     own pass already read of the same state handles (`state_schema.renamed_schemas`)."""
     facts = SavepointFacts(repaired)
     facts.state_schemas = renamed_schemas(known, repaired)
     o = {k: v for k, v in options.items() if k != "pointer"}
-    return check(read_check_inputs(repaired, new, options=CheckOptions(**o), pointer=options["pointer"]), facts)
+    return check(read_check_inputs(repaired, new, options=CheckOptions(**o), pointer=options["pointer"]), facts,
+                 verdict_only=verdict_only)
 
 
 def _at_max_parallelism(metadata: CheckpointMetadata, max_parallelism: int) -> CheckpointMetadata:
