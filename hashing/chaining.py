@@ -76,16 +76,19 @@ def are_operators_chainable(up: StreamNode, down: StreamNode, graph: StreamGraph
     return ok
 
 
+CHAINABLE_EDGES = "chainable_edges"  # `StreamGraph.cache` key of `chainable_edges`
+
+
 def chainable_edges(graph: StreamGraph) -> bytes:
     """One flag per edge position (1: the edge chains), computed once per graph.
 
     A flag per position rather than a set of positions: the compiled hasher hands it back as one
     bytes object, with no Python object per edge (docs/performance.md, "Operator IDs")."""
-    cached = graph.cache.get("chainable_edges")
+    cached = graph.cache.get(CHAINABLE_EDGES)
     if cached is None:
         cached = bytes(is_chainable(e, graph) for e in graph.edges) if graph.chaining_enabled \
             else bytes(len(graph.edges))
-        graph.cache["chainable_edges"] = cached
+        graph.cache[CHAINABLE_EDGES] = cached
     return cached  # type: ignore[return-value]
 
 

@@ -37,9 +37,10 @@ def fast_init(cls: type[T]) -> type[T]:
     if not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
         raise TypeError(f"{cls.__name__}: fast_init is for frozen dataclasses (a plain one sets attributes fast)")
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    declared = cls.__dataclass_fields__  # type: ignore[attr-defined]  # with ClassVars and InitVars
-    if any(f.kw_only for f in fields) or any(isinstance(f.type, dataclasses.InitVar) or "InitVar" in str(f.type)
-                                             for f in declared.values()):
+    generated = cls.__init__.__code__  # the dataclass's own: its parameters are exactly the init fields unless an
+    # InitVar adds one or a keyword-only field moves one
+    if generated.co_kwonlyargcount or generated.co_varnames[1:generated.co_argcount] != tuple(
+            f.name for f in fields if f.init):
         raise TypeError(f"{cls.__name__}: fast_init does not handle keyword-only fields or InitVars")
     slots = "__slots__" in cls.__dict__
     namespace: dict[str, Any] = {"_FACTORY": _FACTORY}

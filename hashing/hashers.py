@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from hashing.chaining import chainable_out_edge_counts
+from hashing.chaining import CHAINABLE_EDGES, chainable_out_edge_counts
 from hashing.errors import FlinkError
 from hashing.graph import ChainingStrategy, ExchangeMode, Factory, Partitioner, StreamEdge, StreamGraph, StreamNode
 from hashing.murmur import traverse_id_hash, uid_hash
@@ -63,7 +63,7 @@ def stream_graph_hashes(graph: StreamGraph, *, v2: bool, v3: bool, compiled: boo
         done = _fastids.hash_graph(graph.nodes, graph.edges, graph.chaining_enabled,
                                    graph.chain_operators_with_different_max_parallelism, v2, v3)
         if type(done) is tuple:
-            graph.cache.setdefault("chainable_edges", done[0])
+            graph.cache.setdefault(CHAINABLE_EDGES, done[0])
             return done[1], done[2]
         if done is not None:
             raise FlinkError(HASH_COLLISION_MSG.format(uid=done))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hashing.chaining import chainable_edges
+from hashing.chaining import CHAINABLE_EDGES, chainable_edges
 from hashing.frozen import fast_init
 from hashing.graph import StreamGraph
 
@@ -46,6 +46,18 @@ class JobVertex:
     @property
     def node_ids_head_first(self) -> list[int]:
         return [op.node_id for op in reversed(self.operators)]
+
+
+CHAINS = "chains"  # `StreamGraph.cache` key of `chains` (`operator_ids`)
+
+
+def share_chaining(original: StreamGraph, renamed: StreamGraph) -> None:
+    """Give `renamed` what `original` already worked out of its chaining. `renamed` must be `original` with other
+    uids or uid hashes only, on the same edges: those change the IDs, never the chains (Flink's `isChainable`
+    reads neither). The "with remedies" verdict checks such a graph for every blocked job of a fleet."""
+    for key in (CHAINABLE_EDGES, CHAINS):
+        if key in original.cache:
+            renamed.cache[key] = original.cache[key]
 
 
 def chains(graph: StreamGraph) -> list[tuple[int, list[int]]]:

@@ -13,7 +13,7 @@ from typing import Any
 from hashing.errors import FlinkError, InputError
 from hashing.graph import StreamGraph
 from hashing.hashers import HASHERS, StreamGraphUserHashHasher, stream_graph_hashes
-from hashing.job_graph import JobVertex, OperatorIDPair, chains
+from hashing.job_graph import CHAINS, JobVertex, OperatorIDPair, chains
 from hashing.versions import FlinkVersion
 
 EMPTY_UID_MSG = "Empty string operator uid is not allowed"
@@ -97,7 +97,7 @@ def _compute(graph: StreamGraph, hasher: str, version: FlinkVersion) -> Operator
         pairs[node.id] = OperatorIDPair(node.id, primary[node.id], tuple(alternatives), node.name, node.uid)
 
     vertices = []
-    for head, members in _per_graph(graph, "chains", chains):
+    for head, members in _per_graph(graph, CHAINS, chains):
         head_node = graph.by_id[head]
         vertices.append(JobVertex(primary[head], head, tuple(pairs[m] for m in members),
                                   head_node.parallelism, head_node.max_parallelism))

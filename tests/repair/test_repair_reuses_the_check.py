@@ -22,6 +22,7 @@ from upgrade_gate.gate.check import check
 from upgrade_gate.gate.findings import SavepointFacts
 from upgrade_gate.gate.inputs import CheckInputs, CheckOptions, GraphSide, side_of
 from upgrade_gate.gate.rules.state_schema import renamed_schemas
+from upgrade_gate.repair.offer import repair_offer
 from upgrade_gate.repair.plan import plan_repair
 from upgrade_gate.repair.rewrite import apply_plan
 from upgrade_gate.storage.objects import read_graph
@@ -93,3 +94,18 @@ def test_state_rewritten_by_the_repair_is_read_again() -> None:
     without_keyed = apply_plan(metadata, [], [(keyed.operator_id, "keyed")])
     assert renamed_schemas(facts, without_keyed) is None
 
+
+@pytest.mark.parametrize(("release", "name"), [("1.20.5", "uid-removed"),
+                                               ("1.20.5", "map-inserted-before-uidless-keyed"),
+                                               ("2.3.0", "sources-swapped-no-uids")])
+def test_the_offer_from_the_verdict_only_recheck_is_the_offer_of_the_whole_plan(release: str, name: str) -> None:
+    """`repair_offer` re-checks the repaired savepoint for its verdict only (no operator rows, no roles): what a
+    check's `repair` field says must be what the whole plan says."""
+    metadata, side = _scenario(release, name)
+    options = CheckOptions("v2", "fixed", FlinkVersion.parse("2.3"), False, rescale_detail=False,
+                           with_migration=False)
+    offer = repair_offer(check(CheckInputs(metadata, side, options)), metadata, side, flink_version="2.3")
+    whole = plan_repair(*_scenario(release, name), flink_version="2.3")
+    assert whole.after is not None and whole.after.operators  # the whole re-check, rows and all
+    assert offer is not None
+    assert {k: v for k, v in offer.items() if k != "command"} == whole.offer()

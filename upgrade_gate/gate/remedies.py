@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from hashing.graph import Factory, StreamGraph, StreamNode
+from hashing.job_graph import share_chaining
 from upgrade_gate.flink.assignment.keyed_state import has_keyed_input, has_keyed_state
 from upgrade_gate.flink.assignment.state_assignment import Assignment
 from upgrade_gate.flink.metadata.model import OperatorState
@@ -157,9 +158,5 @@ def apply(graph: StreamGraph, remedies: list[Remedy]) -> StreamGraph:
     fixed = StreamGraph.of(graph.name, list(by_id.values()), list(graph.edges), chaining_enabled=graph.chaining_enabled,
                            max_parallelism=graph.max_parallelism,
                            chain_operators_with_different_max_parallelism=graph.chain_operators_with_different_max_parallelism)
-    # a uid or uid hash changes the IDs, never the chains (Flink's `isChainable` reads neither): what the original
-    # graph worked out of its chaining holds for this one, whose edges are the same
-    for key in ("chainable_edges", "chains"):
-        if key in graph.cache:
-            fixed.cache[key] = graph.cache[key]
+    share_chaining(graph, fixed)  # only uids and uid hashes changed
     return fixed

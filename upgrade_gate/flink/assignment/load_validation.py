@@ -22,6 +22,7 @@ from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 
 __all__ = ["LoadResult", "has_state", "load_and_validate"]
 
+
 def has_state(op: OperatorState) -> bool:
     """Flink: coordinator state present, or any subtask state with `hasState()`; worked out when the
     `OperatorState` is built (the gate asks it of every savepoint operator of every job in a fleet check)."""
