@@ -129,6 +129,8 @@ def build_session(app_name: str, master: str | None = None, *, shuffle_partition
         conf["spark.sql.shuffle.partitions"] = str(4 * (os.cpu_count() or 2))
     if local_jvm and python_bound:
         conf["spark.driver.extraJavaOptions"] = PYTHON_BOUND_JVM_OPTIONS
+    if local_jvm:  # its workers run this interpreter, with REPO on PYTHONPATH (above)
+        conf["spark.python.daemon.module"] = "spark_jobs.worker_daemon"
     conf.update(extra_conf or {})
     for key, value in conf.items():
         if value:

@@ -236,3 +236,32 @@ def test_committable_verdict_agrees_with_the_real_restore(outcome: dict[str, Any
             assert any(f"must read version {outcome['written']['committable']}" in w for w in doc["warnings"])
         else:
             assert row["outcome"] == "same"
+
+
+@pytest.mark.parametrize("key", sorted(WRITTEN), ids="/".join)
+def test_versions_read_once_answer_for_the_same_handles_under_a_repairs_new_id(key: tuple[str, str]) -> None:
+    """A repair's re-check reads the repaired savepoint, whose operators hold the original's very state handles
+    under new IDs (`apply_plan`): the versions it finds in the memo are those a fresh read gives, with the
+    operator's new ID, name and uid; and what the memo holds is reused, not read again."""
+    from upgrade_gate.repair.rewrite import apply_plan
+
+    release, case = key
+    metadata = load_savepoint(str(ROOT / release / case))
+    memo: dict[int, Any] = {}
+    first = read_connector_versions(metadata, memo=memo)
+    assert first == read_connector_versions(metadata) and memo
+    source = next(op for op in metadata.operator_states if op.operator_id_hex == first[0].operator_id)
+    new_id = bytes(16)
+    repaired = apply_plan(metadata, [(source.operator_id, new_id, "renamed source", "new-uid")], [])
+
+    def refuse(ref: Any, limit: int) -> Any:
+        raise AssertionError(f"{ref.source} read again")
+
+    again = read_connector_versions(repaired, refuse, memo=memo)
+    fresh = read_connector_versions(repaired)
+    assert again == fresh
+    assert {w.operator_id for w in again if w.state is not ConnectorState.ENUMERATOR} == {new_id.hex()}
+    renamed = next(op for op in repaired.operator_states if op.operator_id == new_id)
+    # a v5 `_metadata` (Flink 2.x) carries names and uids; Flink 1.20's has none to rename
+    assert {(w.name, w.uid) for w in again} == {(renamed.name or None, renamed.uid or None)}
+    assert release.startswith("1.") or (renamed.name, renamed.uid) == ("renamed source", "new-uid")

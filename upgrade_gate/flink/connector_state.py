@@ -34,7 +34,7 @@ from upgrade_gate.flink.committables import committable_versions
 from upgrade_gate.flink.metadata.model import CheckpointMetadata, OperatorState
 from upgrade_gate.flink.state_meta.streams import MAX_PROXY_BYTES, Opener, StateFileError, local_opener, stream_of
 
-__all__ = ["COORDINATOR", "STATE_NAMES", "ConnectorState", "WrittenVersions", "connector_state_names",
+__all__ = ["COORDINATOR", "STATE_NAMES", "ConnectorState", "VersionsMemo", "WrittenVersions", "connector_state_names",
            "read_connector_versions"]
 
 
@@ -125,24 +125,52 @@ def _enumerator_version(op: OperatorState) -> int | None:
     return version if serde == 1 else None
 
 
+# id(op.subtask_states) -> (the subtask states, the coordinator state, the metadata's source, the operator's rows):
+# what `read_connector_versions` read of an operator's state handles, for its next call on the same handles
+VersionsMemo = dict[int, tuple[object, object, str, tuple[WrittenVersions, ...]]]
+
+
 def read_connector_versions(metadata: CheckpointMetadata, opener: Opener = local_opener,
-                            only: set[str] | None = None) -> tuple[WrittenVersions, ...]:
+                            only: set[str] | None = None, memo: VersionsMemo | None = None
+                            ) -> tuple[WrittenVersions, ...]:
     """Every connector state of the savepoint (of the operators whose hex id is in `only`, if given) with the
     versions written. The enumerator is read only of an operator that holds "SourceReaderState": its coordinator is
-    a `SourceCoordinator` then, and other coordinators' bytes mean something else."""
+    a `SourceCoordinator` then, and other coordinators' bytes mean something else.
+
+    `memo`: the caller's record of operators already read (`gate.findings.SavepointFacts.connector_versions`). Each
+    pass of a check asks again, and a repair's re-check asks of a savepoint whose operators hold the very handles of
+    the original's under another ID (`repair.rewrite.apply_plan`); the versions are the handles' bytes, so they are
+    read once and only the operator's ID, name and uid are its own."""
     out: list[WrittenVersions] = []
     for op in metadata.operator_states:
         oid = op.operator_id_hex
-        if only is not None and oid not in only:
+        if (only is not None and oid not in only) or not op.has_state:  # no handle: no connector state
             continue
-        names = connector_state_names(op)
-        for name in sorted(names):
-            versions, unread = _list_versions(op, name, metadata.source, opener)
-            out.append(WrittenVersions(oid, op.name or None, op.uid or None, STATE_NAMES[name], name,
-                                       tuple(sorted(set(versions))), len(versions), unread))
-        if SPLITS_STATE in names and op.coordinator_state is not None:
-            v = _enumerator_version(op)
-            out.append(WrittenVersions(oid, op.name or None, op.uid or None, ConnectorState.ENUMERATOR, COORDINATOR,
-                                       (v,) if v is not None else (), 1 if v is not None else 0,
-                                       None if v is not None else "coordinator state is not a SourceCoordinator's"))
+        known = memo.get(id(op.subtask_states)) if memo is not None else None
+        if known is not None and known[0] is op.subtask_states and known[1] is op.coordinator_state \
+                and known[2] == metadata.source:
+            name, uid = op.name or None, op.uid or None
+            out += [w if (w.operator_id, w.name, w.uid) == (oid, name, uid)
+                    else WrittenVersions(oid, name, uid, w.state, w.state_name, w.versions, w.elements, w.unread)
+                    for w in known[3]]
+            continue
+        start = len(out)
+        _operator_versions(op, oid, metadata.source, opener, out)
+        if memo is not None:
+            memo[id(op.subtask_states)] = (op.subtask_states, op.coordinator_state, metadata.source,
+                                           tuple(out[start:]))
     return tuple(out)
+
+
+def _operator_versions(op: OperatorState, oid: str, source: str, opener: Opener, out: list[WrittenVersions]) -> None:
+    """`read_connector_versions` of one operator, appended to `out`."""
+    names = connector_state_names(op)
+    for name in sorted(names):
+        versions, unread = _list_versions(op, name, source, opener)
+        out.append(WrittenVersions(oid, op.name or None, op.uid or None, STATE_NAMES[name], name,
+                                   tuple(sorted(set(versions))), len(versions), unread))
+    if SPLITS_STATE in names and op.coordinator_state is not None:
+        v = _enumerator_version(op)
+        out.append(WrittenVersions(oid, op.name or None, op.uid or None, ConnectorState.ENUMERATOR, COORDINATOR,
+                                   (v,) if v is not None else (), 1 if v is not None else 0,
+                                   None if v is not None else "coordinator state is not a SourceCoordinator's"))

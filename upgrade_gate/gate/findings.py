@@ -372,7 +372,7 @@ class SavepointFacts:
     asks for the same ones again. (The passes themselves are kept by the check, `CheckResult.passes`: a pass holds
     these facts, so kept here they would make a reference cycle only the cyclic GC frees.)"""
 
-    __slots__ = ("metadata", "old_writers", "present", "simulations", "state_schemas")
+    __slots__ = ("connector_versions", "metadata", "old_writers", "present", "simulations", "state_schemas")
 
     def __init__(self, metadata: CheckpointMetadata) -> None:
         self.metadata = metadata
@@ -383,3 +383,5 @@ class SavepointFacts:
         # rule, the SQL explanations and the state roles of one check, computed once
         self.old_writers: dict[bytes, int] | None = None
         self.simulations: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # check._simulate
+        # the connector serializer versions read per operator's state handles (`connector_state.VersionsMemo`)
+        self.connector_versions: dict[int, tuple[Any, ...]] = {}

@@ -488,6 +488,7 @@ def _check_repaired(repaired: CheckpointMetadata, new: GraphSide, known: Savepoi
     own pass already read of the same state handles (`state_schema.renamed_schemas`)."""
     facts = SavepointFacts(repaired)
     facts.state_schemas = renamed_schemas(known, repaired)
+    facts.connector_versions = known.connector_versions  # keyed by the state handles, which the repair keeps
     o = {k: v for k, v in options.items() if k != "pointer"}
     return check(read_check_inputs(repaired, new, options=CheckOptions(**o), pointer=options["pointer"]), facts,
                  verdict_only=verdict_only)

@@ -293,7 +293,33 @@ def _read_local_file(meta: Path, st: os.stat_result, max_bytes: int) -> Metadata
         raise StorageError(f"{meta}: cannot read: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
         raise StorageError(f"{meta}: larger than the {max_bytes}-byte limit for metadata files")
-    return MetadataBlob(data, str(meta), os.path.realpath(meta.parent))
+    return MetadataBlob(data, str(meta), real_folder(meta.parent))
+
+
+_PROC_FD = Path("/proc/self/fd")
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def real_folder(folder: Path) -> str:
+    """`os.path.realpath(folder)` of an existing directory, asked of the kernel where it can answer.
+
+    `realpath` is pure Python in 3.11: an lstat and string work per component, ~40 µs for a fleet's savepoint
+    folder eight levels deep, 1.3 % of a fleet job (docs/performance.md). An open descriptor of the folder names
+    its resolved path in /proc/self/fd (three system calls). Where that is not so (no /proc, a folder deleted or
+    not ours to open, a name the kernel shows otherwise), `realpath` answers as before."""
+    try:
+        fd = os.open(folder, _DIR_FLAGS)
+    except (OSError, ValueError):
+        return os.path.realpath(folder)
+    try:
+        target = os.readlink(f"{_PROC_FD}/{fd}")
+    except OSError:
+        target = ""
+    finally:
+        os.close(fd)
+    if not target.startswith("/") or target.endswith(" (deleted)"):
+        return os.path.realpath(folder)
+    return target
 
 
 # ---- S3 ---------------------------------------------------------------------------------

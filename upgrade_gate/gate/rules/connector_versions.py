@@ -90,7 +90,8 @@ def connector_serializer_versions(ctx: RuleContext) -> Iterator[Finding]:
     if assignment is None:
         return
     restored = {r.old.operator_id_hex: nid for nid, r in assignment.operators.items() if r.old is not None}
-    written = read_connector_versions(ctx.metadata, ctx.inputs.open_state, set(restored)) if restored else ()
+    written = read_connector_versions(ctx.metadata, ctx.inputs.open_state, set(restored),
+                                      ctx.facts.connector_versions) if restored else ()
     if not written:
         return
     from_savepoint = _from_new_job(ctx, restored)
