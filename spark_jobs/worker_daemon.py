@@ -30,7 +30,8 @@ def installed_pyspark_first(path: list[str]) -> list[str]:
         if os.path.basename(package) != "pyspark":
             continue
         trial = [p for p in kept if p != entry]
-        if _imported_from(trial) == os.path.join(package, "__init__.py"):
+        found = _imported_from(trial)  # compared as real paths: a venv's lib64 is a link to its lib
+        if found is not None and os.path.realpath(found) == os.path.realpath(os.path.join(package, "__init__.py")):
             kept = trial
     return kept
 

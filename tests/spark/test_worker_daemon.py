@@ -56,3 +56,12 @@ def test_the_zip_stays_when_dropping_it_would_import_another_package(tmp_path: P
     (shadow / "pyspark" / "__init__.py").write_text("")
     path = [OWN_ZIP, str(shadow), SITE]
     assert installed_pyspark_first(path) == path
+
+
+def test_the_zip_reached_through_a_linked_folder_is_still_the_installed_packages(tmp_path: Path) -> None:
+    """A virtual environment's lib64 is a link to its lib: SPARK_HOME and sys.path may name the package through
+    either."""
+    link = tmp_path / "lib64"
+    link.symlink_to(INSTALLED.parent)
+    path = [str(link / "pyspark" / "python" / "lib" / "pyspark.zip"), SITE]
+    assert installed_pyspark_first(path) == [SITE]
