@@ -3,13 +3,13 @@ Spark's own `pyspark.daemon`, but with PySpark imported from its installed packa
 `pyspark.zip` inside it.
 
 Spark starts a local executor's Python daemon with `SPARK_HOME/python/lib/pyspark.zip` first on PYTHONPATH
-(`PythonWorkerFactory` puts `PythonUtils.sparkPythonPath` before everything else). zipimport keeps no bytecode,
-so the daemon and each worker it forks compiled PySpark's modules from source: 0.6 CPU-s for `pyspark.daemon`
-and `pyspark.worker` alone, about 2 CPU-s of a 10,000-job fleet run on local[2] (two daemons, four workers),
-spent while the first tasks wait (docs/performance.md, "PySpark from its bytecode"). A pip-installed PySpark,
-which is what `common.build_session` runs locally, carries that zip inside the very package it was built from:
-`<site-packages>/pyspark/python/lib/pyspark.zip`. When the package beside it is the one Python would import
-without the zip, the zip is dropped from `sys.path` and the same release is imported with its bytecode.
+(`PythonWorkerFactory` puts `PythonUtils.sparkPythonPath` before everything else). zipimport keeps no bytecode, so
+the daemon and each worker it forks compiled PySpark's modules from source: 0.6 CPU-s more than from the installed
+package for `pyspark.daemon` and `pyspark.worker` alone, and 1.5 CPU-s and 1.1 s of every local[2] fleet run (two
+daemons, four workers), spent while the first tasks wait (docs/performance.md, "PySpark from its bytecode"). A
+pip-installed PySpark, which is what `common.build_session` runs locally, carries that zip inside the very package
+it was built from: `<site-packages>/pyspark/python/lib/pyspark.zip`. When the package beside it is the one Python
+would import without the zip, the zip is dropped from `sys.path` and the same release is imported with its bytecode.
 Anything else (a zip of another PySpark, SPARK_HOME elsewhere) is left exactly as Spark set it.
 """
 

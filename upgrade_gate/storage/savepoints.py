@@ -296,7 +296,7 @@ def _read_local_file(meta: Path, st: os.stat_result, max_bytes: int) -> Metadata
     return MetadataBlob(data, str(meta), real_folder(meta.parent))
 
 
-_PROC_FD = Path("/proc/self/fd")
+_PROC_FD = "/proc/self/fd"  # where Linux names each open descriptor's file
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
